@@ -1,0 +1,247 @@
+// Package config holds Kawa's typed broker configuration and the registry of
+// Kafka topic configs Kawa understands (name, type, default, validation).
+//
+// Topic config names and meanings follow Apache Kafka's topic-level configs
+// (https://kafka.apache.org/documentation/#topicconfigs).
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Fsync is the flush policy: when appended data is fsynced relative to the
+// acknowledgement of acks=all produce requests.
+type Fsync string
+
+const (
+	// FsyncAlways fsyncs (group-committed) before an acks=all write is
+	// acknowledged and before the high watermark covers it. The default.
+	FsyncAlways Fsync = "always"
+	// FsyncInterval fsyncs in the background every Broker.FsyncInterval.
+	FsyncInterval Fsync = "interval"
+	// FsyncNever leaves flushing to the OS (and to segment roll / shutdown).
+	FsyncNever Fsync = "never"
+)
+
+// ParseFsync validates a --fsync flag value.
+func ParseFsync(s string) (Fsync, error) {
+	switch Fsync(s) {
+	case FsyncAlways, FsyncInterval, FsyncNever:
+		return Fsync(s), nil
+	}
+	return "", fmt.Errorf("fsync: %q is not one of always, interval, never", s)
+}
+
+// Broker is the broker-wide configuration. Zero values are replaced by
+// defaults in WithDefaults.
+type Broker struct {
+	NodeID          int32
+	Listen          string // host:port to listen on, e.g. 127.0.0.1:9092
+	AdvertisedHost  string // host advertised in Metadata; empty = listener's host
+	AdvertisedPort  int32  // 0 = listener's port
+	DataDir         string
+	MaxRequestBytes int32 // socket.request.max.bytes; larger declared frames close the connection
+	Fsync           Fsync
+	FsyncInterval   time.Duration
+
+	AutoCreateTopics  bool  // auto.create.topics.enable
+	DefaultPartitions int32 // num.partitions, for auto-created topics
+	DefaultTopic      Topic // defaults for new topics (log.* broker configs)
+
+	ProducerIDExpiration time.Duration // producer.id.expiration.ms
+	OffsetsRetention     time.Duration // offsets.retention.minutes
+	RetentionCheck       time.Duration // log.retention.check.interval.ms
+	MaxInFlight          int           // requests read ahead per connection
+}
+
+// WithDefaults returns b with unset fields set to Kawa's defaults (Kafka's
+// where Kafka has one).
+func (b Broker) WithDefaults() Broker {
+	if b.Listen == "" {
+		b.Listen = "127.0.0.1:9092"
+	}
+	if b.DataDir == "" {
+		b.DataDir = "kawa-data"
+	}
+	if b.MaxRequestBytes <= 0 {
+		b.MaxRequestBytes = 100 << 20 // socket.request.max.bytes
+	}
+	if b.Fsync == "" {
+		b.Fsync = FsyncAlways
+	}
+	if b.FsyncInterval <= 0 {
+		b.FsyncInterval = time.Second
+	}
+	if b.DefaultPartitions <= 0 {
+		b.DefaultPartitions = 1
+	}
+	if b.ProducerIDExpiration <= 0 {
+		b.ProducerIDExpiration = 24 * time.Hour
+	}
+	if b.OffsetsRetention <= 0 {
+		b.OffsetsRetention = 7 * 24 * time.Hour
+	}
+	if b.RetentionCheck <= 0 {
+		b.RetentionCheck = 5 * time.Minute
+	}
+	if b.MaxInFlight <= 0 {
+		b.MaxInFlight = 100
+	}
+	b.DefaultTopic = b.DefaultTopic.withDefaults()
+	return b
+}
+
+// Topic is the typed form of a topic's configs.
+type Topic struct {
+	RetentionMs     int64  // retention.ms; -1 = unlimited
+	RetentionBytes  int64  // retention.bytes; -1 = unlimited
+	SegmentBytes    int64  // segment.bytes
+	SegmentMs       int64  // segment.ms
+	MaxMessageBytes int32  // max.message.bytes: largest record batch accepted
+	CleanupPolicy   string // cleanup.policy; only "delete" is implemented
+	TimestampType   string // message.timestamp.type: CreateTime | LogAppendTime
+}
+
+func (t Topic) withDefaults() Topic {
+	d := DefaultTopic()
+	if t.RetentionMs == 0 {
+		t.RetentionMs = d.RetentionMs
+	}
+	if t.RetentionBytes == 0 {
+		t.RetentionBytes = d.RetentionBytes
+	}
+	if t.SegmentBytes == 0 {
+		t.SegmentBytes = d.SegmentBytes
+	}
+	if t.SegmentMs == 0 {
+		t.SegmentMs = d.SegmentMs
+	}
+	if t.MaxMessageBytes == 0 {
+		t.MaxMessageBytes = d.MaxMessageBytes
+	}
+	if t.CleanupPolicy == "" {
+		t.CleanupPolicy = d.CleanupPolicy
+	}
+	if t.TimestampType == "" {
+		t.TimestampType = d.TimestampType
+	}
+	return t
+}
+
+// DefaultTopic returns Kafka's default topic configs.
+func DefaultTopic() Topic {
+	return Topic{
+		RetentionMs:     7 * 24 * 3600 * 1000,
+		RetentionBytes:  -1,
+		SegmentBytes:    1 << 30,
+		SegmentMs:       7 * 24 * 3600 * 1000,
+		MaxMessageBytes: 1048588,
+		CleanupPolicy:   "delete",
+		TimestampType:   "CreateTime",
+	}
+}
+
+// Def describes one topic config Kawa supports.
+type Def struct {
+	Name     string
+	Type     string // Kafka's ConfigType name: LONG, INT, STRING, LIST
+	Doc      string
+	get      func(Topic) string
+	set      func(*Topic, string) error
+	Readonly bool
+}
+
+// Defs lists the supported topic configs in a stable order.
+var Defs = []Def{
+	{Name: "retention.ms", Type: "LONG", Doc: "delete whole segments older than this; -1 = unlimited",
+		get: func(t Topic) string { return i64(t.RetentionMs) },
+		set: func(t *Topic, v string) error { return parseI64(v, -1, &t.RetentionMs) }},
+	{Name: "retention.bytes", Type: "LONG", Doc: "delete oldest whole segments while a partition is larger; -1 = unlimited",
+		get: func(t Topic) string { return i64(t.RetentionBytes) },
+		set: func(t *Topic, v string) error { return parseI64(v, -1, &t.RetentionBytes) }},
+	{Name: "segment.bytes", Type: "INT", Doc: "segment file size before rolling",
+		get: func(t Topic) string { return i64(t.SegmentBytes) },
+		set: func(t *Topic, v string) error { return parseI64(v, 14, &t.SegmentBytes) }},
+	{Name: "segment.ms", Type: "LONG", Doc: "segment age before rolling",
+		get: func(t Topic) string { return i64(t.SegmentMs) },
+		set: func(t *Topic, v string) error { return parseI64(v, 1, &t.SegmentMs) }},
+	{Name: "max.message.bytes", Type: "INT", Doc: "largest record batch accepted",
+		get: func(t Topic) string { return i64(int64(t.MaxMessageBytes)) },
+		set: func(t *Topic, v string) error {
+			var n int64
+			if err := parseI64(v, 0, &n); err != nil {
+				return err
+			}
+			if n > 1<<31-1 {
+				return fmt.Errorf("value %d out of range for INT", n)
+			}
+			t.MaxMessageBytes = int32(n)
+			return nil
+		}},
+	{Name: "cleanup.policy", Type: "LIST", Doc: "only delete is implemented",
+		get: func(t Topic) string { return t.CleanupPolicy },
+		set: func(t *Topic, v string) error {
+			if v != "delete" {
+				return fmt.Errorf("cleanup.policy %q is not supported (only delete)", v)
+			}
+			t.CleanupPolicy = v
+			return nil
+		}},
+	{Name: "message.timestamp.type", Type: "STRING", Doc: "CreateTime or LogAppendTime",
+		get: func(t Topic) string { return t.TimestampType },
+		set: func(t *Topic, v string) error {
+			if v != "CreateTime" && v != "LogAppendTime" {
+				return fmt.Errorf("message.timestamp.type %q is not CreateTime or LogAppendTime", v)
+			}
+			t.TimestampType = v
+			return nil
+		}},
+}
+
+// Lookup returns the definition of a topic config by name.
+func Lookup(name string) (Def, bool) {
+	for _, d := range Defs {
+		if d.Name == name {
+			return d, true
+		}
+	}
+	return Def{}, false
+}
+
+// Get returns the string value of config name in t.
+func (d Def) Get(t Topic) string { return d.get(t) }
+
+// Set parses v into t. The error says why v is invalid.
+func (d Def) Set(t *Topic, v string) error { return d.set(t, v) }
+
+// Apply sets each name=value in kv on a copy of t, validating every value;
+// on any error t is returned unchanged with the error.
+func Apply(t Topic, kv map[string]string) (Topic, error) {
+	out := t
+	for k, v := range kv {
+		d, ok := Lookup(k)
+		if !ok {
+			return t, fmt.Errorf("unknown topic config %q", k)
+		}
+		if err := d.Set(&out, v); err != nil {
+			return t, fmt.Errorf("%s: %w", k, err)
+		}
+	}
+	return out, nil
+}
+
+func i64(n int64) string { return strconv.FormatInt(n, 10) }
+
+func parseI64(v string, min int64, dst *int64) error {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%q is not an integer", v)
+	}
+	if n < min {
+		return fmt.Errorf("value %d is below the minimum %d", n, min)
+	}
+	*dst = n
+	return nil
+}
