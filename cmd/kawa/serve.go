@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kawa-broker/kawa/internal/broker"
+	"github.com/kawa-broker/kawa/internal/config"
+	"github.com/kawa-broker/kawa/internal/server"
+)
+
+// runServe runs the broker until SIGTERM/SIGINT, then shuts down gracefully:
+// stop accepting, answer requests already read, flush and close segments.
+func runServe(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	var cfg config.Broker
+	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:9092", "address to listen on")
+	fs.StringVar(&cfg.DataDir, "data-dir", "kawa-data", "directory for topics, segments and state")
+	fs.StringVar(&cfg.AdvertisedHost, "advertised-host", "", "host advertised to clients (default: the listen host)")
+	fsync := fs.String("fsync", "always", "flush policy: always (fsync before acks=all is acknowledged), interval, never")
+	fs.DurationVar(&cfg.FsyncInterval, "fsync-interval", time.Second, "fsync period for --fsync=interval")
+	maxReq := fs.Int("max-request-bytes", 100<<20, "largest request frame accepted; larger ones close the connection")
+	fs.BoolVar(&cfg.AutoCreateTopics, "auto-create-topics", true, "create unknown topics on Metadata requests (auto.create.topics.enable)")
+	parts := fs.Int("num-partitions", 1, "partitions of auto-created topics")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9100)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	fs.DurationVar(&cfg.RetentionCheck, "retention-check-interval", 5*time.Minute, "how often retention runs")
+	if err := fs.Parse(args); err != nil {
+		return serveFlagError{err}
+	}
+	var err error
+	if cfg.Fsync, err = config.ParseFsync(*fsync); err != nil {
+		return serveFlagError{err}
+	}
+	if *maxReq <= 0 || *maxReq > 1<<30 {
+		return serveFlagError{fmt.Errorf("--max-request-bytes must be between 1 and 1073741824")}
+	}
+	cfg.MaxRequestBytes = int32(*maxReq)
+	if *parts <= 0 {
+		return serveFlagError{fmt.Errorf("--num-partitions must be positive")}
+	}
+	cfg.DefaultPartitions = int32(*parts)
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return serveFlagError{fmt.Errorf("--log-level: %w", err)}
+	}
+	lg := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return serve(ctx, cfg, *metricsAddr, lg, nil)
+}
+
+// serve runs a broker with cfg until ctx ends. ready, if non-nil, receives
+// the bound address once the broker accepts connections.
+func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.Logger, ready chan<- string) error {
+	cfg = cfg.WithDefaults()
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	host, portStr, _ := net.SplitHostPort(ln.Addr().String())
+	if cfg.AdvertisedHost != "" {
+		host = cfg.AdvertisedHost
+	}
+	port, _ := strconv.Atoi(portStr)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := broker.NewMetrics(reg)
+	b, err := broker.Open(cfg, host, int32(port), lg, m)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	var panics = prometheus.NewCounter(prometheus.CounterOpts{Name: "kawa_handler_panics_total", Help: "Handler panics (each closed its connection)."})
+	reg.MustRegister(panics)
+	srv := server.New(server.Config{
+		MaxRequestBytes: cfg.MaxRequestBytes,
+		MaxInFlight:     cfg.MaxInFlight,
+		Logger:          lg,
+		OnPanic:         panics.Inc,
+	}, b)
+
+	var msrv *http.Server
+	if metricsAddr != "" {
+		mln, err := net.Listen("tcp", metricsAddr)
+		if err != nil {
+			ln.Close()
+			b.Close()
+			return fmt.Errorf("metrics listen: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		msrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go msrv.Serve(mln)
+		lg.Info("metrics listening", "addr", mln.Addr().String())
+	}
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	lg.Info("kawa listening", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "fsync", cfg.Fsync)
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		lg.Info("shutting down")
+	case serveErr = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	if msrv != nil {
+		_ = msrv.Shutdown(sctx)
+	}
+	if err := b.Close(); err != nil {
+		return errors.Join(serveErr, fmt.Errorf("close: %w", err))
+	}
+	lg.Info("stopped")
+	return serveErr
+}
+
+// serveFlagError marks a bad command line (exit status 2).
+type serveFlagError struct{ err error }
+
+func (u serveFlagError) Error() string { return u.err.Error() }
+func (u serveFlagError) Unwrap() error { return u.err }

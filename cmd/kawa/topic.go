@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+const topicUsage = `usage: kawa topic <create|list|describe|delete> [flags]
+
+  kawa topic create NAME [--partitions N] [--replication-factor R] [--config k=v ...]
+  kawa topic list
+  kawa topic describe NAME
+  kawa topic delete NAME
+
+Every form takes --brokers (default ` + defaultBrokers + `) and --timeout (default 10s).
+`
+
+// topicCmd is one `kawa topic` subcommand; it gets an admin client and its
+// positional arguments already checked for count.
+type topicCmd struct {
+	name     string
+	synopsis string
+	nargs    int // required positional arguments
+	setup    func(fs *flagSet) func(ctx context.Context, adm *kadm.Client, args []string, w io.Writer) error
+}
+
+func topicCommands() []topicCmd {
+	return []topicCmd{
+		{"create", "kawa topic create NAME [--partitions N] [--replication-factor R] [--config k=v ...]", 1, setupTopicCreate},
+		{"list", "kawa topic list", 0, noFlags(topicList)},
+		{"describe", "kawa topic describe NAME", 1, noFlags(topicDescribe)},
+		{"delete", "kawa topic delete NAME", 1, noFlags(topicDelete)},
+	}
+}
+
+// runTopic implements `kawa topic`: topic administration through kadm.
+func runTopic(args []string, _ io.Reader, stdout io.Writer) error {
+	if len(args) == 0 {
+		return usageErrorf("topic", topicUsage, "missing topic subcommand")
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		return &helpRequest{usage: topicUsage}
+	}
+	for _, c := range topicCommands() {
+		if c.name == args[0] {
+			return c.run(args[1:], stdout)
+		}
+	}
+	return usageErrorf("topic", topicUsage, "unknown topic subcommand %q", args[0])
+}
+
+func (c topicCmd) run(args []string, stdout io.Writer) error {
+	fs := newFlagSet("topic "+c.name, c.synopsis)
+	brokers := brokersFlag(fs)
+	timeout := fs.Duration("timeout", 10*time.Second, "give up on the broker after this long")
+	exec := c.setup(fs)
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != c.nargs {
+		return fs.usageErr("want %d argument(s), got %d", c.nargs, len(pos))
+	}
+	cl, err := clientFor(fs, *brokers)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	if err := exec(ctx, kadm.NewClient(cl), pos, stdout); err != nil {
+		return fmt.Errorf("topic %s: %w", c.name, err)
+	}
+	return nil
+}
+
+func noFlags(f func(ctx context.Context, adm *kadm.Client, args []string, w io.Writer) error) func(*flagSet) func(context.Context, *kadm.Client, []string, io.Writer) error {
+	return func(*flagSet) func(context.Context, *kadm.Client, []string, io.Writer) error { return f }
+}
+
+func setupTopicCreate(fs *flagSet) func(context.Context, *kadm.Client, []string, io.Writer) error {
+	partitions := fs.Int("partitions", 1, "number of partitions")
+	replication := fs.Int("replication-factor", 1, "replicas per partition (-1: broker default)")
+	var configs kvList
+	fs.Var(&configs, "config", "topic config `key=value` (repeatable)")
+	return func(ctx context.Context, adm *kadm.Client, args []string, w io.Writer) error {
+		if *partitions < 1 || *partitions > 1<<20 {
+			return fs.usageErr("--partitions must be between 1 and %d, got %d", 1<<20, *partitions)
+		}
+		if *replication == 0 || *replication < -1 || *replication > 1<<15-1 {
+			return fs.usageErr("--replication-factor must be -1 or positive, got %d", *replication)
+		}
+		resp, err := adm.CreateTopic(ctx, int32(*partitions), int16(*replication), configs.configs(), args[0])
+		if err == nil {
+			err = withMessage(resp.Err, resp.ErrMessage)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", args[0], err)
+		}
+		fmt.Fprintf(w, "created topic %s with %d partitions\n", args[0], *partitions)
+		return nil
+	}
+}
+
+// topicList prints every non-internal topic, sorted by name.
+func topicList(ctx context.Context, adm *kadm.Client, _ []string, w io.Writer) error {
+	topics, err := adm.ListTopics(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tREPLICATION")
+	for _, t := range topics.Sorted() {
+		if t.Err != nil {
+			return fmt.Errorf("%s: %w", t.Topic, t.Err)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\n", t.Topic, len(t.Partitions), replicationFactor(t))
+	}
+	return tw.Flush()
+}
+
+func replicationFactor(t kadm.TopicDetail) int {
+	if p, ok := t.Partitions[0]; ok {
+		return len(p.Replicas)
+	}
+	return 0
+}
+
+// topicDescribe prints partitions (leader, replicas, ISR, log start and end
+// offsets) and the topic's configs.
+func topicDescribe(ctx context.Context, adm *kadm.Client, args []string, w io.Writer) error {
+	name := args[0]
+	topics, err := adm.ListTopics(ctx, name)
+	if err != nil {
+		return err
+	}
+	t, ok := topics[name]
+	if !ok {
+		return fmt.Errorf("%s: not in the metadata response", name)
+	}
+	if t.Err != nil {
+		return fmt.Errorf("%s: %w", name, t.Err)
+	}
+	starts, err := adm.ListStartOffsets(ctx, name)
+	if err != nil {
+		return err
+	}
+	ends, err := adm.ListEndOffsets(ctx, name)
+	if err != nil {
+		return err
+	}
+	configs, err := adm.DescribeTopicConfigs(ctx, name)
+	if err != nil {
+		return err
+	}
+	rc, err := configs.On(name, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return withMessage(fmt.Errorf("%s configs: %w", name, err), rc.ErrMessage)
+	}
+	fmt.Fprintf(w, "topic: %s\nid: %s\npartitions: %d\n\n", name, t.ID, len(t.Partitions))
+	if err := writePartitions(w, t, starts, ends); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	return writeConfigs(w, rc.Configs)
+}
+
+func writePartitions(w io.Writer, t kadm.TopicDetail, starts, ends kadm.ListedOffsets) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tLEADER\tREPLICAS\tISR\tSTART\tEND")
+	for _, p := range t.Partitions.Sorted() {
+		start, end := offsetCell(starts, t.Topic, p.Partition), offsetCell(ends, t.Topic, p.Partition)
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", p.Partition, p.Leader, joinInt32(p.Replicas), joinInt32(p.ISR), start, end)
+	}
+	return tw.Flush()
+}
+
+// offsetCell renders a listed offset, or the partition's error name.
+func offsetCell(l kadm.ListedOffsets, topic string, p int32) string {
+	o, ok := l.Lookup(topic, p)
+	switch {
+	case !ok:
+		return "?"
+	case o.Err != nil:
+		return errName(o.Err)
+	}
+	return fmt.Sprint(o.Offset)
+}
+
+func writeConfigs(w io.Writer, configs []kadm.Config) error {
+	sort.Slice(configs, func(i, j int) bool { return configs[i].Key < configs[j].Key })
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CONFIG\tVALUE\tSOURCE")
+	for _, c := range configs {
+		v := c.MaybeValue()
+		if c.Sensitive {
+			v = "(sensitive)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Key, v, c.Source)
+	}
+	return tw.Flush()
+}
+
+func topicDelete(ctx context.Context, adm *kadm.Client, args []string, w io.Writer) error {
+	resp, err := adm.DeleteTopic(ctx, args[0])
+	if err == nil {
+		err = withMessage(resp.Err, resp.ErrMessage)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", args[0], err)
+	}
+	fmt.Fprintf(w, "deleted topic %s\n", args[0])
+	return nil
+}
+
+func joinInt32(xs []int32) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprint(x)
+	}
+	return strings.Join(parts, ",")
+}
+
+// errName shortens a kerr error ("UNKNOWN_TOPIC_OR_PARTITION: This server
+// does not host...") to its Kafka name for table cells.
+func errName(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, ':'); i > 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// withMessage appends the broker's optional error message, if any (nil err
+// stays nil).
+func withMessage(err error, msg string) error {
+	if err == nil || msg == "" {
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, msg)
+}

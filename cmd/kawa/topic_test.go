@@ -1,0 +1,122 @@
+package main
+
+import (
+	"errors"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// TestTopicLifecycle walks create, list, describe and delete through the
+// subcommand functions, checking exact outputs.
+func TestTopicLifecycle(t *testing.T) {
+	t.Parallel()
+	addr := testBroker(t)
+	b := "--brokers=" + addr
+	name := uniqueName(t, "orders")
+
+	out := mustRun(t, runTopic, "", "create", name, "--partitions", "3", "--config", "retention.ms=60000", b)
+	if want := "created topic " + name + " with 3 partitions\n"; out != want {
+		t.Errorf("create: %q, want %q", out, want)
+	}
+	_, err := runCmd(t, runTopic, "", "create", name, b)
+	if !errors.Is(err, kerr.TopicAlreadyExists) {
+		t.Errorf("second create: %v, want TOPIC_ALREADY_EXISTS", err)
+	}
+
+	out = mustRun(t, runTopic, "", "list", b)
+	if !hasRow(out, name, "3", "1") || !strings.HasPrefix(out, "TOPIC") {
+		t.Errorf("list lacks %s with 3 partitions, replication 1:\n%s", name, out)
+	}
+
+	mustRun(t, runProduce, "a\nb\nc\n", "--topic", name, b)
+	out = mustRun(t, runTopic, "", "describe", b, name)
+	checkDescribe(t, out, name)
+
+	out = mustRun(t, runTopic, "", "delete", name, b)
+	if want := "deleted topic " + name + "\n"; out != want {
+		t.Errorf("delete: %q, want %q", out, want)
+	}
+	if out = mustRun(t, runTopic, "", "list", b); hasRow(out, name, "3", "1") {
+		t.Errorf("list after delete still shows %s:\n%s", name, out)
+	}
+	_, err = runCmd(t, runTopic, "", "delete", name, b)
+	if !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		t.Errorf("delete of a deleted topic: %v, want UNKNOWN_TOPIC_OR_PARTITION", err)
+	}
+	_, err = runCmd(t, runTopic, "", "describe", name, b)
+	if !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		t.Errorf("describe of a deleted topic: %v, want UNKNOWN_TOPIC_OR_PARTITION", err)
+	}
+}
+
+// checkDescribe checks the header, the partition table (3 records without
+// keys spread over 3 partitions: end offsets sum to 3, all starts 0, one
+// broker leads and holds every replica) and the config set at create.
+func checkDescribe(t *testing.T, out, name string) {
+	t.Helper()
+	head := "topic: " + name + "\nid: "
+	if !strings.HasPrefix(out, head) || !strings.Contains(out, "\npartitions: 3\n\n") {
+		t.Fatalf("describe header:\n%s", out)
+	}
+	lines := strings.Split(out, "\n")
+	var i int
+	for i = range lines {
+		if strings.HasPrefix(lines[i], "PARTITION") {
+			break
+		}
+	}
+	if got := strings.Fields(lines[i]); strings.Join(got, " ") != "PARTITION LEADER REPLICAS ISR START END" {
+		t.Fatalf("partition header %q", lines[i])
+	}
+	var endSum int
+	for p := 0; p < 3; p++ {
+		f := strings.Fields(lines[i+1+p])
+		if len(f) != 6 || f[0] != string(rune('0'+p)) || f[1] != f[2] || f[1] != f[3] || f[4] != "0" {
+			t.Errorf("partition row %q", lines[i+1+p])
+			continue
+		}
+		end, err := strconv.Atoi(f[5])
+		if err != nil {
+			t.Errorf("end offset %q: %v", f[5], err)
+		}
+		endSum += end
+	}
+	if endSum != 3 {
+		t.Errorf("end offsets sum to %d, want 3:\n%s", endSum, out)
+	}
+	if !regexp.MustCompile(`\nCONFIG +VALUE +SOURCE\n`).MatchString(out) ||
+		!regexp.MustCompile(`\nretention\.ms +60000 +DYNAMIC_TOPIC_CONFIG\n`).MatchString(out) {
+		t.Errorf("configs lack retention.ms=60000 (DYNAMIC_TOPIC_CONFIG):\n%s", out)
+	}
+}
+
+// hasRow reports whether a tabwriter table has a row with exactly these cells.
+func hasRow(table string, cells ...string) bool {
+	for _, line := range strings.Split(table, "\n") {
+		if strings.Join(strings.Fields(line), " ") == strings.Join(cells, " ") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestTopicListExact pins the list layout on a broker holding one topic.
+func TestTopicListExact(t *testing.T) {
+	t.Parallel()
+	if brokerIsShared() {
+		t.Skip("exact layout needs a broker of our own")
+	}
+	addr := testBroker(t)
+	name := "events"
+	mustRun(t, runTopic, "", "create", name, "--partitions", "12", "--brokers", addr)
+	out := mustRun(t, runTopic, "", "list", "--brokers", addr)
+	want := "TOPIC   PARTITIONS  REPLICATION\n" +
+		"events  12          1\n"
+	if out != want {
+		t.Errorf("list:\n%q\nwant\n%q", out, want)
+	}
+}

@@ -1,0 +1,276 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kawa-broker/kawa/internal/config"
+	"github.com/kawa-broker/kawa/internal/group"
+	"github.com/kawa-broker/kawa/internal/log"
+	"github.com/kawa-broker/kawa/internal/meta"
+	"github.com/kawa-broker/kawa/internal/partition"
+	"github.com/kawa-broker/kawa/internal/producer"
+)
+
+// Broker is one Kawa node. Create with Open, serve through Handle, stop with
+// Close.
+type Broker struct {
+	cfg       config.Broker
+	lg        *slog.Logger
+	host      string
+	port      int32
+	clusterID string
+
+	catalog *meta.Catalog
+	pids    *producer.Allocator
+	metrics *Metrics
+	groups  *group.Coordinator
+
+	mu    sync.RWMutex
+	parts map[string][]*partition.Partition
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// Open loads the catalog and every partition under cfg.DataDir. host and
+// port are what Metadata advertises.
+func Open(cfg config.Broker, host string, port int32, lg *slog.Logger, m *Metrics) (*Broker, error) {
+	cfg = cfg.WithDefaults()
+	if lg == nil {
+		lg = slog.Default()
+	}
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("broker: data dir: %w", err)
+	}
+	cat, err := meta.Open(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	pids, err := producer.NewAllocator(filepath.Join(cfg.DataDir, "producer-ids"), 1000)
+	if err != nil {
+		return nil, err
+	}
+	b := &Broker{
+		cfg: cfg, lg: lg, host: host, port: port,
+		catalog: cat, pids: pids, metrics: m,
+		parts: map[string][]*partition.Partition{},
+		stop:  make(chan struct{}),
+	}
+	if b.clusterID, err = loadClusterID(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	for _, t := range cat.List() {
+		if err := b.openTopic(t); err != nil {
+			b.Close()
+			return nil, err
+		}
+	}
+	if err := b.openGroups(); err != nil {
+		b.Close()
+		return nil, err
+	}
+	b.wg.Add(1)
+	go b.retentionLoop()
+	return b, nil
+}
+
+// loadClusterID reads or creates the cluster ID (a base64 UUID, as Kafka's).
+func loadClusterID(dir string) (string, error) {
+	p := filepath.Join(dir, "cluster-id")
+	if b, err := os.ReadFile(p); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	var u [16]byte
+	_, _ = rand.Read(u[:])
+	id := base64.RawURLEncoding.EncodeToString(u[:])
+	if err := meta.WriteFileAtomic(p, []byte(id+"\n")); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// topicConfig returns the effective config of t: broker defaults plus t's
+// overrides (validated when they were stored).
+func (b *Broker) topicConfig(t meta.Topic) config.Topic {
+	tc, err := config.Apply(b.cfg.DefaultTopic, t.Configs)
+	if err != nil {
+		b.lg.Warn("ignoring invalid stored topic config", "topic", t.Name, "err", err)
+		return b.cfg.DefaultTopic
+	}
+	return tc
+}
+
+func (b *Broker) logOptions(tc config.Topic) log.Options {
+	o := log.Options{
+		SegmentBytes:   tc.SegmentBytes,
+		SegmentMs:      tc.SegmentMs,
+		RetentionMs:    tc.RetentionMs,
+		RetentionBytes: tc.RetentionBytes,
+		FsyncInterval:  b.cfg.FsyncInterval,
+		Logger:         b.lg,
+	}
+	switch b.cfg.Fsync {
+	case config.FsyncNever:
+		o.Fsync = log.FsyncNever
+	case config.FsyncInterval:
+		o.Fsync = log.FsyncInterval
+	default:
+		o.Fsync = log.FsyncAlways
+	}
+	return o
+}
+
+func (b *Broker) partitionDir(topic string, i int32) string {
+	return filepath.Join(b.cfg.DataDir, fmt.Sprintf("%s-%d", topic, i))
+}
+
+// openTopic opens partitions [len(current), t.Partitions) of t.
+func (b *Broker) openTopic(t meta.Topic) error {
+	tc := b.topicConfig(t)
+	b.mu.RLock()
+	have := len(b.parts[t.Name])
+	b.mu.RUnlock()
+	var opened []*partition.Partition
+	for i := int32(have); i < t.Partitions; i++ {
+		p, err := partition.Open(t.Name, i, b.partitionDir(t.Name, i), partition.Options{
+			Log: b.logOptions(tc), ProducerExpiration: b.cfg.ProducerIDExpiration, Logger: b.lg,
+		})
+		if errors.Is(err, log.ErrCorruption) {
+			// Corruption in the middle of the log: report it and keep the
+			// partition offline (KAFKA_STORAGE_ERROR) rather than truncate or
+			// renumber acknowledged records (BL-25). Other partitions serve.
+			b.lg.Error("partition offline: log corruption", "topic", t.Name, "partition", i, "err", err)
+			opened = append(opened, nil)
+			continue
+		}
+		if err != nil {
+			for _, o := range opened {
+				if o != nil {
+					o.Close()
+				}
+			}
+			return err
+		}
+		opened = append(opened, p)
+	}
+	b.mu.Lock()
+	b.parts[t.Name] = append(b.parts[t.Name], opened...)
+	b.mu.Unlock()
+	return nil
+}
+
+// partition returns the live partition, or nil.
+func (b *Broker) partition(topic string, i int32) *partition.Partition {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	ps := b.parts[topic]
+	if i < 0 || int(i) >= len(ps) {
+		return nil
+	}
+	return ps[i]
+}
+
+// lookup returns the live partition, or UNKNOWN_TOPIC_OR_PARTITION, or
+// KAFKA_STORAGE_ERROR for a partition kept offline by corruption.
+func (b *Broker) lookup(topic string, i int32) (*partition.Partition, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	ps := b.parts[topic]
+	if i < 0 || int(i) >= len(ps) {
+		return nil, kerr.UnknownTopicOrPartition
+	}
+	if ps[i] == nil {
+		return nil, fmt.Errorf("%w: partition %s-%d is offline (log corruption; see the broker log)", kerr.KafkaStorageError, topic, i)
+	}
+	return ps[i], nil
+}
+
+// partitions returns the partitions of topic (nil if unknown); offline
+// partitions are nil entries.
+func (b *Broker) partitions(topic string) []*partition.Partition {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.parts[topic]
+}
+
+// retentionLoop applies retention every RetentionCheck interval.
+func (b *Broker) retentionLoop() {
+	defer b.wg.Done()
+	t := time.NewTicker(b.cfg.RetentionCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case now := <-t.C:
+			b.EnforceRetention(now)
+		}
+	}
+}
+
+// EnforceRetention runs retention on every partition now.
+func (b *Broker) EnforceRetention(now time.Time) {
+	b.mu.RLock()
+	var all []*partition.Partition
+	for _, ps := range b.parts {
+		for _, p := range ps {
+			if p != nil {
+				all = append(all, p)
+			}
+		}
+	}
+	b.mu.RUnlock()
+	for _, p := range all {
+		if err := p.EnforceRetention(now); err != nil {
+			b.lg.Warn("retention failed", "topic", p.Topic, "partition", p.Index, "err", err)
+		}
+	}
+}
+
+// Close flushes and closes every partition. Call after the server stopped
+// handing requests to the broker.
+func (b *Broker) Close() error {
+	select {
+	case <-b.stop:
+		return nil
+	default:
+	}
+	close(b.stop)
+	b.wg.Wait()
+	if b.groups != nil {
+		b.groups.Close()
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var errs []error
+	for _, ps := range b.parts {
+		for _, p := range ps {
+			if p == nil {
+				continue
+			}
+			if err := p.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	b.parts = map[string][]*partition.Partition{}
+	return errors.Join(errs...)
+}
+
+// ctxDone reports whether ctx has ended (a handler helper).
+func ctxDone(ctx context.Context) bool { return ctx.Err() != nil }

@@ -1,0 +1,116 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kawa-broker/kawa/internal/batch"
+	"github.com/kawa-broker/kawa/internal/group"
+	"github.com/kawa-broker/kawa/internal/partition"
+)
+
+// offsetsStore is the group coordinator's log: partition 0 of the internal
+// topic __consumer_offsets. Entries are appended as ordinary uncompressed
+// batches and are durable (fsynced under --fsync=always) before Append
+// returns, so an acknowledged OffsetCommit or DeleteGroups survives SIGKILL.
+type offsetsStore struct {
+	p *partition.Partition
+}
+
+// Append implements group.Store.
+func (s offsetsStore) Append(ctx context.Context, recs []group.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	ts := time.Now().UnixMilli()
+	krs := make([]kmsg.Record, len(recs))
+	for i, r := range recs {
+		krs[i] = kmsg.Record{Key: r.Key, Value: r.Value}
+	}
+	b := batch.Encode(batch.Header{FirstTimestamp: ts, MaxTimestamp: ts, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, krs)
+	h, err := batch.ParseHeader(b)
+	if err != nil {
+		return err
+	}
+	res, err := s.p.Append(b, h, false, time.Now())
+	if err != nil {
+		return err
+	}
+	return s.p.WaitDurable(ctx, res.LastOffset+1)
+}
+
+// readAll returns every record of the partition in offset order (replay at
+// start). Control batches are skipped.
+func readAll(p *partition.Partition) ([]group.Record, error) {
+	var out []group.Record
+	off := p.LogStart()
+	for {
+		res, err := p.Read(off, 4<<20, partition.ReadUncommitted)
+		if err != nil {
+			return nil, err
+		}
+		if len(res.Records) == 0 {
+			return out, nil
+		}
+		var ierr error
+		_, err = batch.Iterate(res.Records, func(h batch.Header, raw []byte) bool {
+			off = h.LastOffset() + 1
+			if h.Control() {
+				return true
+			}
+			recs, err := batch.Records(raw)
+			if err != nil {
+				ierr = err
+				return false
+			}
+			for _, r := range recs {
+				out = append(out, group.Record{Key: r.Key, Value: r.Value})
+			}
+			return true
+		})
+		if ierr != nil {
+			return nil, ierr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", kerr.CorruptMessage, err)
+		}
+	}
+}
+
+// openGroups creates __consumer_offsets if needed, replays it and starts the
+// group coordinator.
+func (b *Broker) openGroups() error {
+	t, ok := b.catalog.Get(consumerOffsetsTopic)
+	if !ok {
+		var err error
+		t, err = b.newTopic(consumerOffsetsTopic, 1, -1, map[string]string{"retention.ms": "-1", "retention.bytes": "-1"})
+		if err != nil {
+			return err
+		}
+		if t, err = b.createTopic(t); err != nil {
+			return err
+		}
+	}
+	p := b.partition(t.Name, 0)
+	if p == nil {
+		return fmt.Errorf("broker: %s partition 0 missing", consumerOffsetsTopic)
+	}
+	recs, err := readAll(p)
+	if err != nil {
+		return fmt.Errorf("broker: replay %s: %w", consumerOffsetsTopic, err)
+	}
+	b.groups = group.New(group.Config{
+		OffsetsRetention: b.cfg.OffsetsRetention,
+		TopicExists:      func(topic string, part int32) bool { return b.partition(topic, part) != nil },
+		Logger:           b.lg,
+	}, offsetsStore{p: p})
+	if err := b.groups.Load(recs); err != nil {
+		return fmt.Errorf("broker: load groups: %w", err)
+	}
+	b.lg.Info("group coordinator loaded", "records", len(recs))
+	return nil
+}

@@ -1,0 +1,96 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kawa-broker/kawa/internal/meta"
+)
+
+// Metadata (key 3), versions 0-12.
+//
+// Behaviour: one broker (this node) leads every partition with epoch 0;
+// replicas and ISR are this node. A null topic list (v1+), or an empty one at
+// v0, means all topics. Unknown topics are created with broker defaults when
+// auto.create.topics.enable is on and the request allows it
+// (AllowAutoTopicCreation, v4+; always at v0-v3); otherwise they get
+// UNKNOWN_TOPIC_OR_PARTITION. Topics may be named by topic ID (v10+, KIP-516).
+// Authorized-operations fields (KIP-430) are left at "not requested".
+func init() {
+	register(3, 0, 12, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
+		r := req.(*kmsg.MetadataRequest)
+		resp := r.ResponseKind().(*kmsg.MetadataResponse)
+		resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.cfg.NodeID, Host: b.host, Port: b.port}}
+		resp.ClusterID = &b.clusterID
+		resp.ControllerID = b.cfg.NodeID
+		all := r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0)
+		if all {
+			for _, t := range b.catalog.List() {
+				resp.Topics = append(resp.Topics, b.topicMetadata(t))
+			}
+			return now(resp)
+		}
+		autoCreate := b.cfg.AutoCreateTopics && (r.Version < 4 || r.AllowAutoTopicCreation)
+		for _, rt := range r.Topics {
+			resp.Topics = append(resp.Topics, b.lookupTopicMetadata(rt, autoCreate))
+		}
+		return now(resp)
+	})
+}
+
+func (b *Broker) lookupTopicMetadata(rt kmsg.MetadataRequestTopic, autoCreate bool) kmsg.MetadataResponseTopic {
+	if rt.Topic == nil {
+		t, ok := b.catalog.ByID(rt.TopicID)
+		if !ok {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.TopicID = rt.TopicID
+			mt.ErrorCode = kerr.UnknownTopicID.Code
+			return mt
+		}
+		return b.topicMetadata(t)
+	}
+	name := *rt.Topic
+	t, ok := b.catalog.Get(name)
+	if !ok {
+		mt := kmsg.NewMetadataResponseTopic()
+		mt.Topic = rt.Topic
+		if err := validTopicName(name); err != nil {
+			mt.ErrorCode = kerr.InvalidTopicException.Code
+			return mt
+		}
+		if !autoCreate {
+			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			return mt
+		}
+		var err error
+		if t, err = b.ensureTopic(name, -1); err != nil {
+			mt.ErrorCode = errCode(err)
+			return mt
+		}
+	}
+	return b.topicMetadata(t)
+}
+
+func (b *Broker) topicMetadata(t meta.Topic) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	name := t.Name
+	mt.Topic = &name
+	mt.TopicID = t.ID
+	mt.IsInternal = t.Internal
+	for i, live := range b.partitions(t.Name) {
+		p := kmsg.NewMetadataResponseTopicPartition()
+		p.Partition = int32(i)
+		if live == nil {
+			p.ErrorCode = kerr.KafkaStorageError.Code
+			p.OfflineReplicas = []int32{b.cfg.NodeID}
+		}
+		p.Leader = b.cfg.NodeID
+		p.LeaderEpoch = 0
+		p.Replicas = []int32{b.cfg.NodeID}
+		p.ISR = []int32{b.cfg.NodeID}
+		mt.Partitions = append(mt.Partitions, p)
+	}
+	return mt
+}

@@ -1,0 +1,30 @@
+package broker
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the broker's Prometheus collectors.
+type Metrics struct {
+	Requests      *prometheus.CounterVec // by api key name
+	ProducedBytes prometheus.Counter
+	FetchedBytes  prometheus.Counter
+	ProduceErrors *prometheus.CounterVec // by Kafka error name
+}
+
+// NewMetrics creates the collectors and registers them on reg (nil = not
+// registered, for tests).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kawa_requests_total", Help: "Kafka requests handled, by API."}, []string{"api"}),
+		ProducedBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kawa_produced_bytes_total", Help: "Record batch bytes appended by Produce."}),
+		FetchedBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kawa_fetched_bytes_total", Help: "Record batch bytes returned by Fetch."}),
+		ProduceErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kawa_produce_errors_total", Help: "Produce partition errors, by Kafka error name."}, []string{"error"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Requests, m.ProducedBytes, m.FetchedBytes, m.ProduceErrors)
+	}
+	return m
+}

@@ -1,0 +1,133 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kawa-broker/kawa/internal/batch"
+	"github.com/kawa-broker/kawa/internal/partition"
+)
+
+// Produce (key 0), versions 3-11.
+//
+// Behaviour: record batch v2 only (v3+). Each partition's records must be
+// exactly one batch; it is validated (length, magic, CRC-32C, record framing
+// and count; compressed batches are decompressed to check) and stored as
+// received with offsets assigned. Errors per partition: CORRUPT_MESSAGE,
+// INVALID_RECORD, UNSUPPORTED_FOR_MESSAGE_FORMAT, MESSAGE_TOO_LARGE
+// (max.message.bytes), UNKNOWN_TOPIC_OR_PARTITION, and the idempotence codes
+// (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH; a duplicate is
+// answered as success with the original offsets, KIP-98). Acks: 0 sends no
+// response, 1 answers after the append, -1 after the append is durable
+// (fsynced under --fsync=always, group-committed); other values are
+// INVALID_REQUIRED_ACKS. Topics with message.timestamp.type=LogAppendTime
+// get the append time written into the batch and returned (v2+). Control
+// batches from clients are INVALID_RECORD. v8+ carries ErrorMessage.
+//
+// Version notes: v12 (KIP-890 part 2 implicit AddPartitionsToTxn) and v13
+// (topic IDs) are not advertised.
+func init() {
+	register(0, 3, 11, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
+		return b.produce(ctx, req.(*kmsg.ProduceRequest))
+	})
+}
+
+// produced is one partition's outcome awaiting durability.
+type produced struct {
+	p      *partition.Partition
+	ti, pi int   // index of the partition's entry in the response
+	end    int64 // wait until offsets below end are durable
+}
+
+func (b *Broker) produce(ctx context.Context, r *kmsg.ProduceRequest) reply {
+	resp := r.ResponseKind().(*kmsg.ProduceResponse)
+	acksOK := r.Acks == 0 || r.Acks == 1 || r.Acks == -1
+	var waits []produced
+	now := time.Now()
+	for _, rt := range r.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
+			st.Partitions = append(st.Partitions, sp)
+			spp := &st.Partitions[len(st.Partitions)-1]
+			if !acksOK {
+				spp.ErrorCode = kerr.InvalidRequiredAcks.Code
+				continue
+			}
+			p, res, err := b.appendPartition(rt.Topic, rp.Partition, rp.Records, now)
+			if err != nil {
+				b.metrics.ProduceErrors.WithLabelValues(kerr.ErrorForCode(errCode(err)).Error()).Inc()
+				spp.ErrorCode = errCode(err)
+				if r.Version >= 8 {
+					spp.ErrorMessage = errMsg(err)
+				}
+				continue
+			}
+			spp.BaseOffset = res.BaseOffset
+			spp.LogAppendTime = res.AppendTime
+			spp.LogStartOffset = p.LogStart()
+			if r.Acks == -1 {
+				waits = append(waits, produced{p: p, ti: len(resp.Topics), pi: len(st.Partitions) - 1, end: res.LastOffset + 1})
+			}
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if r.Acks == 0 {
+		return func() (kmsg.Response, error) { return nil, nil }
+	}
+	timeout := time.Duration(r.TimeoutMillis) * time.Millisecond
+	return func() (kmsg.Response, error) {
+		if len(waits) == 0 {
+			return resp, nil
+		}
+		wctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		for _, w := range waits {
+			if err := w.p.WaitDurable(wctx, w.end); err != nil {
+				code := kerr.KafkaStorageError.Code
+				if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+					code = kerr.RequestTimedOut.Code
+				}
+				resp.Topics[w.ti].Partitions[w.pi].ErrorCode = code
+			}
+		}
+		return resp, nil
+	}
+}
+
+// appendPartition validates one partition's records and appends them.
+func (b *Broker) appendPartition(topic string, idx int32, records []byte, now time.Time) (*partition.Partition, partition.AppendResult, error) {
+	t, ok := b.catalog.Get(topic)
+	if !ok {
+		return nil, partition.AppendResult{}, kerr.UnknownTopicOrPartition
+	}
+	p, err := b.lookup(topic, idx)
+	if err != nil {
+		return nil, partition.AppendResult{}, err
+	}
+	tc := b.topicConfig(t)
+	if len(records) > int(tc.MaxMessageBytes) {
+		return nil, partition.AppendResult{}, fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", kerr.MessageTooLarge, len(records), tc.MaxMessageBytes)
+	}
+	h, err := batch.Validate(records)
+	if err != nil {
+		return nil, partition.AppendResult{}, err
+	}
+	if h.Control() {
+		return nil, partition.AppendResult{}, fmt.Errorf("%w: clients may not produce control batches", kerr.InvalidRecord)
+	}
+	res, err := p.Append(records, h, tc.TimestampType == "LogAppendTime", now)
+	if err != nil {
+		return nil, partition.AppendResult{}, err
+	}
+	b.metrics.ProducedBytes.Add(float64(len(records)))
+	return p, res, nil
+}

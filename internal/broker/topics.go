@@ -1,0 +1,148 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kawa-broker/kawa/internal/config"
+	"github.com/kawa-broker/kawa/internal/meta"
+)
+
+// Internal topic names (Kafka's).
+const (
+	consumerOffsetsTopic = "__consumer_offsets"
+	txnStateTopic        = "__transaction_state"
+)
+
+// validTopicName follows Kafka's Topic.validate: 1-249 chars of
+// [a-zA-Z0-9._-], not "." or "..".
+func validTopicName(name string) error {
+	if name == "" || name == "." || name == ".." {
+		return fmt.Errorf("%w: topic name %q is not allowed", kerr.InvalidTopicException, name)
+	}
+	if len(name) > 249 {
+		return fmt.Errorf("%w: topic name longer than 249 characters", kerr.InvalidTopicException)
+	}
+	for _, c := range name {
+		ok := c == '.' || c == '_' || c == '-' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+		if !ok {
+			return fmt.Errorf("%w: topic name %q has illegal character %q", kerr.InvalidTopicException, name, c)
+		}
+	}
+	return nil
+}
+
+// newTopic validates a topic creation and returns the topic to store.
+// partitions -1 means the broker default. replication must be -1 or 1: Kawa
+// is a single node.
+func (b *Broker) newTopic(name string, partitions int32, replication int16, configs map[string]string) (meta.Topic, error) {
+	if err := validTopicName(name); err != nil {
+		return meta.Topic{}, err
+	}
+	if partitions == -1 {
+		partitions = b.cfg.DefaultPartitions
+	}
+	if partitions <= 0 || partitions > 100000 {
+		return meta.Topic{}, fmt.Errorf("%w: partitions must be between 1 and 100000, got %d", kerr.InvalidPartitions, partitions)
+	}
+	if replication != -1 && replication != 1 {
+		return meta.Topic{}, fmt.Errorf("%w: replication factor %d is larger than the 1 available broker", kerr.InvalidReplicationFactor, replication)
+	}
+	if _, err := config.Apply(b.cfg.DefaultTopic, configs); err != nil {
+		return meta.Topic{}, fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
+	}
+	if _, ok := b.catalog.Get(name); ok {
+		return meta.Topic{}, fmt.Errorf("%w: topic %q already exists", kerr.TopicAlreadyExists, name)
+	}
+	return meta.Topic{Name: name, Partitions: partitions, Configs: configs, Internal: name == consumerOffsetsTopic || name == txnStateTopic}, nil
+}
+
+// createTopic stores t and opens its partitions.
+func (b *Broker) createTopic(t meta.Topic) (meta.Topic, error) {
+	t, err := b.catalog.Create(t)
+	if errors.Is(err, meta.ErrExists) {
+		return meta.Topic{}, fmt.Errorf("%w: topic %q already exists", kerr.TopicAlreadyExists, t.Name)
+	}
+	if err != nil {
+		return meta.Topic{}, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+	}
+	if err := b.openTopic(t); err != nil {
+		return meta.Topic{}, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+	}
+	b.lg.Info("topic created", "topic", t.Name, "partitions", t.Partitions)
+	return t, nil
+}
+
+// ensureTopic returns the topic, creating it with defaults when absent
+// (auto.create.topics.enable, internal topics).
+func (b *Broker) ensureTopic(name string, partitions int32) (meta.Topic, error) {
+	if t, ok := b.catalog.Get(name); ok {
+		return t, nil
+	}
+	t, err := b.newTopic(name, partitions, -1, nil)
+	if errors.Is(err, kerr.TopicAlreadyExists) {
+		t, _ = b.catalog.Get(name)
+		return t, nil
+	}
+	if err != nil {
+		return meta.Topic{}, err
+	}
+	t, err = b.createTopic(t)
+	if errors.Is(err, kerr.TopicAlreadyExists) {
+		t, _ = b.catalog.Get(name)
+		return t, nil
+	}
+	return t, err
+}
+
+// deleteTopic closes and removes a topic's partitions and catalog entry.
+func (b *Broker) deleteTopic(name string) error {
+	t, ok := b.catalog.Get(name)
+	if !ok {
+		return kerr.UnknownTopicOrPartition
+	}
+	if t.Internal {
+		return fmt.Errorf("%w: internal topic %q cannot be deleted", kerr.InvalidTopicException, name)
+	}
+	if err := b.catalog.Delete(name); err != nil {
+		return fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+	}
+	b.mu.Lock()
+	ps := b.parts[name]
+	delete(b.parts, name)
+	b.mu.Unlock()
+	for _, p := range ps {
+		if p == nil {
+			continue
+		}
+		if err := p.Delete(); err != nil {
+			b.lg.Warn("removing partition files failed", "topic", name, "partition", p.Index, "err", err)
+		}
+	}
+	b.lg.Info("topic deleted", "topic", name)
+	return nil
+}
+
+// errCode extracts the Kafka error code of err (0 for nil; unknown errors
+// become UNKNOWN_SERVER_ERROR).
+func errCode(err error) int16 {
+	if err == nil {
+		return 0
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Code
+	}
+	return kerr.UnknownServerError.Code
+}
+
+// errMsg returns a message for response ErrorMessage fields.
+func errMsg(err error) *string {
+	if err == nil {
+		return nil
+	}
+	s := err.Error()
+	return &s
+}

@@ -1,0 +1,208 @@
+package group
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// OffsetCommit (key 8) v0-v10.
+//
+// Behaviour: success is returned only after the offsets are durable in __consumer_offsets (BL-19); an
+// offset that failed to store is not visible either. A commit with generation -1 and no member (an
+// admin, or a consumer without group management) is accepted while the group is Empty and creates a
+// simple group if needed. A member's commit checks member, instance and generation, and restarts the
+// member's session timer while Stable or PreparingRebalance (consumers commit before rejoining).
+//
+// Errors per partition: UNKNOWN_TOPIC_OR_PARTITION (Config.TopicExists), UNKNOWN_TOPIC_ID (v10),
+// OFFSET_METADATA_TOO_LARGE, and the group's error for every partition: UNKNOWN_MEMBER_ID,
+// FENCED_INSTANCE_ID, ILLEGAL_GENERATION (also: unknown group before v9), GROUP_ID_NOT_FOUND (unknown
+// group, v9+), REBALANCE_IN_PROGRESS (CompletingRebalance), COORDINATOR_NOT_AVAILABLE (group being
+// deleted, or the store failed), COORDINATOR_LOAD_IN_PROGRESS.
+//
+// Version notes: v1 adds generation, member and a commit timestamp; v2-v4 a retention time; v6 leader
+// epochs; v7 group.instance.id; v10 topic IDs.
+func (c *Coordinator) OffsetCommit(ctx context.Context, r *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
+	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+	now := c.now()
+	var parts []*commitPart
+	for _, t := range r.Topics {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		name, code := c.topicName(r.Version >= 10, t.Topic, t.TopicID)
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition = p.Partition
+			rt.Partitions = append(rt.Partitions, rp)
+			parts = append(parts, c.newCommitPart(name, code, p.Partition, commitOffset(r, p, now)))
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	c.mu.Lock()
+	w := c.offsetCommitLocked(r, parts)
+	c.mu.Unlock()
+	waitCommit(ctx, w, parts)
+	i := 0
+	for ti := range resp.Topics {
+		for pi := range resp.Topics[ti].Partitions {
+			resp.Topics[ti].Partitions[pi].ErrorCode = parts[i].code
+			i++
+		}
+	}
+	return resp
+}
+
+// commitPart is one partition of a commit on its way to the log.
+type commitPart struct {
+	tp   topicPartition
+	o    offset
+	code int16
+}
+
+func (p *commitPart) pending() bool { return p.code == 0 }
+
+func (c *Coordinator) newCommitPart(topic string, topicCode int16, partition int32, o offset) *commitPart {
+	p := &commitPart{tp: topicPartition{topic, partition}, o: o, code: topicCode}
+	if p.code == 0 && c.cfg.TopicExists != nil && !c.cfg.TopicExists(topic, partition) {
+		p.code = kerr.UnknownTopicOrPartition.Code
+	}
+	return p
+}
+
+// topicName resolves a request's topic: by ID from v10 (KIP-848's OffsetCommit), else by name.
+func (c *Coordinator) topicName(byID bool, name string, id [16]byte) (string, int16) {
+	if !byID {
+		return name, 0
+	}
+	if c.cfg.TopicName != nil {
+		if n, ok := c.cfg.TopicName(id); ok {
+			return n, 0
+		}
+	}
+	return "", kerr.UnknownTopicID.Code
+}
+
+// commitOffset is the stored form of one committed partition.
+func commitOffset(r *kmsg.OffsetCommitRequest, p kmsg.OffsetCommitRequestTopicPartition, now time.Time) offset {
+	o := offset{offset: p.Offset, leaderEpoch: p.LeaderEpoch, metadata: deref(p.Metadata), commitTime: now}
+	if r.Version < 6 {
+		o.leaderEpoch = -1
+	}
+	if r.Version == 1 && p.Timestamp != -1 {
+		o.commitTime = time.UnixMilli(p.Timestamp)
+	}
+	if r.Version >= 2 && r.Version <= 4 && r.RetentionTimeMillis != -1 {
+		o.expireTime = now.Add(time.Duration(r.RetentionTimeMillis) * time.Millisecond)
+	}
+	return o
+}
+
+func anyPending(parts []*commitPart) bool {
+	return slices.ContainsFunc(parts, (*commitPart).pending)
+}
+
+func setPending(parts []*commitPart, code int16) {
+	for _, p := range parts {
+		if p.pending() {
+			p.code = code
+		}
+	}
+}
+
+func (c *Coordinator) offsetCommitLocked(r *kmsg.OffsetCommitRequest, parts []*commitPart) *write {
+	if code := c.availableLocked(); code != 0 {
+		setPending(parts, code)
+		return nil
+	}
+	gen, memberID, instanceID := r.Generation, r.MemberID, r.InstanceID
+	if r.Version == 0 {
+		gen, memberID, instanceID = -1, "", nil
+	}
+	g := c.groups[r.Group]
+	if g == nil {
+		switch {
+		case !anyPending(parts):
+			return nil
+		case gen < 0:
+			g = c.newGroupLocked(r.Group) // a simple group: offsets only
+		case r.Version >= 9:
+			setPending(parts, kerr.GroupIDNotFound.Code)
+			return nil
+		default:
+			setPending(parts, kerr.IllegalGeneration.Code)
+			return nil
+		}
+	}
+	if code := g.validateOffsetCommit(memberID, instanceID, gen, false); code != 0 {
+		setPending(parts, code)
+		return nil
+	}
+	if m := g.members[memberID]; m != nil && (g.state == stateStable || g.state == statePreparingRebalance) {
+		c.scheduleHeartbeatLocked(g, m, m.sessionTimeout)
+	}
+	return c.writeOffsetsLocked(g, parts)
+}
+
+// writeOffsetsLocked queues the pending parts as offset records; they reach g.offsets once stored.
+func (c *Coordinator) writeOffsetsLocked(g *group, parts []*commitPart) *write {
+	var recs []Record
+	var accepted []*commitPart
+	for _, p := range parts {
+		if !p.pending() {
+			continue
+		}
+		if len(p.o.metadata) > c.cfg.MaxMetadataSize {
+			p.code = kerr.OffsetMetadataTooLarge.Code
+			continue
+		}
+		recs = append(recs, Record{Key: offsetKey(g.name, p.tp), Value: encodeOffsetValue(p.o)})
+		accepted = append(accepted, p)
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	return c.enqueueLocked(g, recs, func() {
+		for _, p := range accepted {
+			g.offsets[p.tp] = p.o
+		}
+	}, nil)
+}
+
+// waitCommit waits for w and turns a failed write into the parts' error code.
+func waitCommit(ctx context.Context, w *write, parts []*commitPart) {
+	if w == nil {
+		return
+	}
+	if err := w.wait(ctx); err != nil {
+		setPending(parts, storeErrorCode(err))
+	}
+}
+
+// validateOffsetCommit is Kafka's ClassicGroup.validateOffsetCommit, for plain and transactional
+// (KIP-447) commits.
+func (g *group) validateOffsetCommit(memberID string, instanceID *string, gen int32, txn bool) int16 {
+	if g.state == stateDead {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	if gen < 0 && g.state == stateEmpty {
+		return 0 // not using group management
+	}
+	if gen >= 0 || memberID != "" || instanceID != nil {
+		if code := g.validateMember(memberID, instanceID); code != 0 {
+			return code
+		}
+		if gen != g.generation {
+			return kerr.IllegalGeneration.Code
+		}
+	} else if !txn && g.state != stateEmpty {
+		return kerr.UnknownMemberID.Code // an anonymous commit needs an Empty group
+	}
+	if !txn && g.state == stateCompletingRebalance {
+		// The member has its new generation but not yet its assignment.
+		return kerr.RebalanceInProgress.Code
+	}
+	return 0
+}

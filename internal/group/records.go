@@ -1,0 +1,210 @@
+package group
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Record layout in __consumer_offsets. Kafka's own layout is not required (issue 4), so the bytes are
+// Kawa's, in the spirit of Kafka's versioned key/value schemas:
+//
+//	key   = int16 key version (1) | int8 kind | fields
+//	        kind offset:  group, topic, partition int32
+//	        kind group:   group
+//	        kind staged:  group, producer ID int64, topic, partition int32
+//	value = int16 value version (1) | fields
+//	        offset: offset int64, leader epoch int32, metadata, commit ms int64, expire ms int64 (-1 none)
+//	        group:  protocol type, generation int32, state-since ms int64, member count int32
+//	        staged: producer epoch int16, then the offset fields
+//
+// Strings are a uint16 length and bytes (Kafka strings are int16-sized on the wire, so they fit).
+// Integers are big-endian. Readers accept the current version and the one before it; version 1 is
+// the first, so today only 1 is accepted, and an unknown version is an error, never a guess.
+const (
+	keyVersion   = 1
+	valueVersion = 1
+
+	kindOffset byte = 1
+	kindGroup  byte = 2
+	kindStaged byte = 3
+)
+
+// ErrCorrupt marks a record this package cannot decode.
+var ErrCorrupt = errors.New("group: corrupt __consumer_offsets record")
+
+func appendString(b []byte, s string) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(min(len(s), math.MaxUint16)))
+	return append(b, s[:min(len(s), math.MaxUint16)]...)
+}
+
+func keyHeader(kind byte) []byte {
+	return append(binary.BigEndian.AppendUint16(nil, keyVersion), kind)
+}
+
+func offsetKey(group string, tp topicPartition) []byte {
+	b := appendString(keyHeader(kindOffset), group)
+	b = appendString(b, tp.topic)
+	return binary.BigEndian.AppendUint32(b, uint32(tp.partition))
+}
+
+func groupKey(group string) []byte {
+	return appendString(keyHeader(kindGroup), group)
+}
+
+func stagedKey(group string, producerID int64, tp topicPartition) []byte {
+	b := appendString(keyHeader(kindStaged), group)
+	b = binary.BigEndian.AppendUint64(b, uint64(producerID))
+	b = appendString(b, tp.topic)
+	return binary.BigEndian.AppendUint32(b, uint32(tp.partition))
+}
+
+func appendOffsetFields(b []byte, o offset) []byte {
+	b = binary.BigEndian.AppendUint64(b, uint64(o.offset))
+	b = binary.BigEndian.AppendUint32(b, uint32(o.leaderEpoch))
+	b = appendString(b, o.metadata)
+	b = binary.BigEndian.AppendUint64(b, uint64(o.commitTime.UnixMilli()))
+	expire := int64(-1)
+	if !o.expireTime.IsZero() {
+		expire = o.expireTime.UnixMilli()
+	}
+	return binary.BigEndian.AppendUint64(b, uint64(expire))
+}
+
+func encodeOffsetValue(o offset) []byte {
+	return appendOffsetFields(binary.BigEndian.AppendUint16(nil, valueVersion), o)
+}
+
+func encodeStagedValue(epoch int16, o offset) []byte {
+	b := binary.BigEndian.AppendUint16(nil, valueVersion)
+	b = binary.BigEndian.AppendUint16(b, uint16(epoch))
+	return appendOffsetFields(b, o)
+}
+
+// groupValue is what survives a restart of a group besides its offsets.
+type groupValue struct {
+	protocolType string
+	generation   int32
+	stateSince   time.Time
+	members      int32 // members when written; >0 means the group was not Empty
+}
+
+func encodeGroupValue(v groupValue) []byte {
+	b := binary.BigEndian.AppendUint16(nil, valueVersion)
+	b = appendString(b, v.protocolType)
+	b = binary.BigEndian.AppendUint32(b, uint32(v.generation))
+	b = binary.BigEndian.AppendUint64(b, uint64(v.stateSince.UnixMilli()))
+	return binary.BigEndian.AppendUint32(b, uint32(v.members))
+}
+
+// reader is a sticky decoder: the first short read sets bad and every later read returns zero.
+type reader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *reader) take(n int) []byte {
+	if r.bad || len(r.b) < n {
+		r.bad = true
+		return make([]byte, n)
+	}
+	out := r.b[:n]
+	r.b = r.b[n:]
+	return out
+}
+
+func (r *reader) u16() uint16 { return binary.BigEndian.Uint16(r.take(2)) }
+func (r *reader) u32() uint32 { return binary.BigEndian.Uint32(r.take(4)) }
+func (r *reader) u64() uint64 { return binary.BigEndian.Uint64(r.take(8)) }
+func (r *reader) str() string { return string(r.take(int(r.u16()))) }
+
+// done reports whether everything was read and nothing was short.
+func (r *reader) done() bool { return !r.bad && len(r.b) == 0 }
+
+// decodedKey is a parsed key; which fields are set depends on kind.
+type decodedKey struct {
+	kind       byte
+	group      string
+	producerID int64
+	tp         topicPartition
+}
+
+func decodeKey(b []byte) (decodedKey, error) {
+	r := reader{b: b}
+	if v := r.u16(); v != keyVersion {
+		return decodedKey{}, fmt.Errorf("%w: key version %d", ErrCorrupt, v)
+	}
+	k := decodedKey{kind: r.take(1)[0], group: r.str()}
+	switch k.kind {
+	case kindGroup:
+	case kindOffset:
+		k.tp.topic, k.tp.partition = r.str(), int32(r.u32())
+	case kindStaged:
+		k.producerID = int64(r.u64())
+		k.tp.topic, k.tp.partition = r.str(), int32(r.u32())
+	default:
+		return decodedKey{}, fmt.Errorf("%w: key kind %d", ErrCorrupt, k.kind)
+	}
+	if !r.done() {
+		return decodedKey{}, fmt.Errorf("%w: key length", ErrCorrupt)
+	}
+	return k, nil
+}
+
+func valueReader(b []byte) (*reader, error) {
+	r := &reader{b: b}
+	if v := r.u16(); v != valueVersion {
+		return nil, fmt.Errorf("%w: value version %d", ErrCorrupt, v)
+	}
+	return r, nil
+}
+
+func readOffsetFields(r *reader) offset {
+	o := offset{offset: int64(r.u64()), leaderEpoch: int32(r.u32()), metadata: r.str()}
+	o.commitTime = time.UnixMilli(int64(r.u64()))
+	if exp := int64(r.u64()); exp >= 0 {
+		o.expireTime = time.UnixMilli(exp)
+	}
+	return o
+}
+
+func decodeOffsetValue(b []byte) (offset, error) {
+	r, err := valueReader(b)
+	if err != nil {
+		return offset{}, err
+	}
+	o := readOffsetFields(r)
+	if !r.done() {
+		return offset{}, fmt.Errorf("%w: offset value length", ErrCorrupt)
+	}
+	return o, nil
+}
+
+func decodeStagedValue(b []byte) (int16, offset, error) {
+	r, err := valueReader(b)
+	if err != nil {
+		return 0, offset{}, err
+	}
+	epoch := int16(r.u16())
+	o := readOffsetFields(r)
+	if !r.done() {
+		return 0, offset{}, fmt.Errorf("%w: staged value length", ErrCorrupt)
+	}
+	return epoch, o, nil
+}
+
+func decodeGroupValue(b []byte) (groupValue, error) {
+	r, err := valueReader(b)
+	if err != nil {
+		return groupValue{}, err
+	}
+	v := groupValue{protocolType: r.str(), generation: int32(r.u32())}
+	v.stateSince = time.UnixMilli(int64(r.u64()))
+	v.members = int32(r.u32())
+	if !r.done() {
+		return groupValue{}, fmt.Errorf("%w: group value length", ErrCorrupt)
+	}
+	return v, nil
+}

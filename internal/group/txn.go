@@ -1,0 +1,212 @@
+package group
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TxnOffsetCommit (key 28) v0-v6.
+//
+// Behaviour: stages offsets for the producer's open transaction (KIP-98). Staged offsets are durable
+// but invisible to OffsetFetch until CompleteTxn commits them; meanwhile a require_stable OffsetFetch
+// answers UNSTABLE_OFFSET_COMMIT for their partitions. From v3 (KIP-447) a request carrying a
+// generation, member or instance ID is checked against the group like a member's OffsetCommit, so a
+// zombie that lost its partitions in a rebalance cannot commit for them (BL-17). Unlike OffsetCommit,
+// any group state is accepted (transactions commit across rebalances, BL-15).
+//
+// Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID (v6), OFFSET_METADATA_TOO_LARGE,
+// and for every partition: ILLEGAL_GENERATION (also: unknown group with a generation),
+// UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, INVALID_PRODUCER_EPOCH (an older epoch than the one staged),
+// INVALID_GROUP_ID, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS.
+//
+// NB: whether the producer really has an open transaction that added this group (AddOffsetsToTxn) is
+// the transaction coordinator's check, made by the broker before calling here.
+//
+// Version notes: v2 leader epochs, v3 generation, member and instance ID (KIP-447), v6 topic IDs.
+func (c *Coordinator) TxnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCommitRequest) *kmsg.TxnOffsetCommitResponse {
+	resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	now := c.now()
+	var parts []*commitPart
+	for _, t := range r.Topics {
+		rt := kmsg.NewTxnOffsetCommitResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		name, code := c.topicName(r.Version >= 6, t.Topic, t.TopicID)
+		for _, p := range t.Partitions {
+			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			rp.Partition = p.Partition
+			rt.Partitions = append(rt.Partitions, rp)
+			o := offset{offset: p.Offset, leaderEpoch: p.LeaderEpoch, metadata: deref(p.Metadata), commitTime: now}
+			if r.Version < 2 {
+				o.leaderEpoch = -1
+			}
+			parts = append(parts, c.newCommitPart(name, code, p.Partition, o))
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	c.mu.Lock()
+	w := c.txnCommitLocked(r, parts)
+	c.mu.Unlock()
+	waitCommit(ctx, w, parts)
+	i := 0
+	for ti := range resp.Topics {
+		for pi := range resp.Topics[ti].Partitions {
+			resp.Topics[ti].Partitions[pi].ErrorCode = parts[i].code
+			i++
+		}
+	}
+	return resp
+}
+
+func (c *Coordinator) txnCommitLocked(r *kmsg.TxnOffsetCommitRequest, parts []*commitPart) *write {
+	if code := c.availableLocked(); code != 0 {
+		setPending(parts, code)
+		return nil
+	}
+	if r.Group == "" {
+		setPending(parts, kerr.InvalidGroupID.Code)
+		return nil
+	}
+	gen, memberID, instanceID := r.Generation, r.MemberID, r.InstanceID
+	if r.Version < 3 {
+		gen, memberID, instanceID = -1, "", nil
+	}
+	g := c.groups[r.Group]
+	if g == nil {
+		switch {
+		case !anyPending(parts):
+			return nil
+		case gen >= 0:
+			setPending(parts, kerr.IllegalGeneration.Code)
+			return nil
+		}
+		g = c.newGroupLocked(r.Group)
+	}
+	code := g.validateOffsetCommit(memberID, instanceID, gen, true)
+	if st := g.txn[r.ProducerID]; code == 0 && st != nil && r.ProducerEpoch < st.epoch {
+		code = kerr.InvalidProducerEpoch.Code
+	}
+	if code != 0 {
+		setPending(parts, code)
+		return nil
+	}
+	return c.stageLocked(g, r.ProducerID, r.ProducerEpoch, parts)
+}
+
+// stageLocked queues the pending parts as staged records of producer pid.
+func (c *Coordinator) stageLocked(g *group, pid int64, epoch int16, parts []*commitPart) *write {
+	var recs []Record
+	var accepted []*commitPart
+	for _, p := range parts {
+		if !p.pending() {
+			continue
+		}
+		if len(p.o.metadata) > c.cfg.MaxMetadataSize {
+			p.code = kerr.OffsetMetadataTooLarge.Code
+			continue
+		}
+		recs = append(recs, Record{Key: stagedKey(g.name, pid, p.tp), Value: encodeStagedValue(epoch, p.o)})
+		accepted = append(accepted, p)
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	g.txnWrites[pid]++
+	done := func() {
+		if g.txnWrites[pid]--; g.txnWrites[pid] <= 0 {
+			delete(g.txnWrites, pid)
+		}
+	}
+	return c.enqueueLocked(g, recs, func() {
+		done()
+		st := g.txn[pid]
+		if st == nil {
+			st = &staged{offsets: make(map[topicPartition]offset)}
+			g.txn[pid] = st
+		}
+		st.epoch = max(st.epoch, epoch)
+		for _, p := range accepted {
+			st.offsets[p.tp] = p.o
+		}
+	}, done)
+}
+
+// ErrLoading is CompleteTxn's answer while Load runs; the transaction coordinator retries markers.
+var ErrLoading = errors.New("group: coordinator loading __consumer_offsets")
+
+// CompleteTxn applies a transaction marker to group's offsets staged by producerID: commit makes them
+// the committed offsets, abort drops them so the previous committed offsets stay. It applies in any
+// group state, including mid-rebalance (BL-15), returns once the change is durable, and is idempotent:
+// a marker for a producer with nothing staged is a no-op, so the transaction coordinator may resend it.
+// Errors: ctx's, the Store's (the staged offsets then stay, and the caller retries), ErrLoading while
+// Load runs, ErrClosed after Close.
+func (c *Coordinator) CompleteTxn(ctx context.Context, group string, producerID int64, commit bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		switch {
+		case c.closed:
+			return ErrClosed
+		case c.loading:
+			return ErrLoading
+		}
+		g := c.groups[group]
+		if g == nil {
+			return nil
+		}
+		if g.txnWrites[producerID] == 0 {
+			w := c.completeTxnLocked(g, producerID, commit)
+			if w == nil {
+				return nil
+			}
+			c.mu.Unlock()
+			err := w.wait(ctx)
+			c.mu.Lock()
+			return err
+		}
+		// A staged write of this producer is still queued: let it land first, so the marker covers
+		// every staged key. A marker that missed one would leave it UNSTABLE forever (BL-15).
+		w := c.barrierLocked()
+		c.mu.Unlock()
+		err := w.wait(ctx)
+		c.mu.Lock()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (c *Coordinator) completeTxnLocked(g *group, pid int64, commit bool) *write {
+	st := g.txn[pid]
+	if st == nil || g.state == stateDead { // a Dead group's staged offsets are being tombstoned already
+		return nil
+	}
+	tps := make([]topicPartition, 0, len(st.offsets))
+	for tp := range st.offsets {
+		tps = append(tps, tp)
+	}
+	slices.SortFunc(tps, func(a, b topicPartition) int {
+		return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition))
+	})
+	var recs []Record
+	for _, tp := range tps {
+		if commit {
+			recs = append(recs, Record{Key: offsetKey(g.name, tp), Value: encodeOffsetValue(st.offsets[tp])})
+		}
+		recs = append(recs, Record{Key: stagedKey(g.name, pid, tp)})
+	}
+	return c.enqueueLocked(g, recs, func() {
+		if commit {
+			for tp, o := range st.offsets {
+				g.offsets[tp] = o
+			}
+		}
+		if g.txn[pid] == st {
+			delete(g.txn, pid)
+		}
+	}, nil)
+}

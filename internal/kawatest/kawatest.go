@@ -1,0 +1,133 @@
+// Package kawatest starts in-process Kawa brokers for tests, like
+// net/http/httptest: a real broker on 127.0.0.1:0 with its data in a
+// directory, stopped by t.Cleanup, plus franz-go client factories.
+package kawatest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kawa-broker/kawa/internal/broker"
+	"github.com/kawa-broker/kawa/internal/config"
+	"github.com/kawa-broker/kawa/internal/server"
+)
+
+// Broker is a running in-process broker.
+type Broker struct {
+	t      testing.TB
+	Addr   string
+	Dir    string
+	Config config.Broker
+	B      *broker.Broker
+	srv    *server.Server
+	done   chan error
+	closed bool
+}
+
+// Option adjusts the broker config before start.
+type Option func(*config.Broker)
+
+// NewBroker starts a broker in t.TempDir() (or the Dir of a previous broker
+// via WithDir) and stops it at cleanup.
+func NewBroker(t testing.TB, opts ...Option) *Broker {
+	t.Helper()
+	cfg := config.Broker{Listen: "127.0.0.1:0", DataDir: t.TempDir(), AutoCreateTopics: true}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return Start(t, cfg)
+}
+
+// WithDir runs the broker on an existing data directory (restart tests).
+func WithDir(dir string) Option { return func(c *config.Broker) { c.DataDir = dir } }
+
+// WithFsync sets the flush policy.
+func WithFsync(f config.Fsync) Option { return func(c *config.Broker) { c.Fsync = f } }
+
+// Start starts a broker with cfg.
+func Start(t testing.TB, cfg config.Broker) *Broker {
+	t.Helper()
+	cfg = cfg.WithDefaults()
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		t.Fatalf("kawatest: listen: %v", err)
+	}
+	host, portStr, _ := net.SplitHostPort(ln.Addr().String())
+	port, _ := strconv.Atoi(portStr)
+	lg := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if os.Getenv("KAWA_TEST_LOG") != "" {
+		lg = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	b, err := broker.Open(cfg, host, int32(port), lg, nil)
+	if err != nil {
+		ln.Close()
+		t.Fatalf("kawatest: open broker: %v", err)
+	}
+	srv := server.New(server.Config{MaxRequestBytes: cfg.MaxRequestBytes, MaxInFlight: cfg.MaxInFlight, Logger: lg}, b)
+	kb := &Broker{t: t, Addr: ln.Addr().String(), Dir: cfg.DataDir, Config: cfg, B: b, srv: srv, done: make(chan error, 1)}
+	go func() { kb.done <- srv.Serve(ln) }()
+	t.Cleanup(kb.Close)
+	return kb
+}
+
+// Close shuts the broker down gracefully (idempotent).
+func (k *Broker) Close() {
+	if k.closed {
+		return
+	}
+	k.closed = true
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = k.srv.Shutdown(ctx)
+	<-k.done
+	if err := k.B.Close(); err != nil {
+		k.t.Errorf("kawatest: close broker: %v", err)
+	}
+}
+
+// Restart closes the broker and starts a new one on the same directory and
+// config (a new port).
+func (k *Broker) Restart() *Broker {
+	k.t.Helper()
+	k.Close()
+	cfg := k.Config
+	cfg.Listen = "127.0.0.1:0"
+	return Start(k.t, cfg)
+}
+
+// Client returns a kgo client for the broker, closed at cleanup.
+func (k *Broker) Client(opts ...kgo.Opt) *kgo.Client {
+	k.t.Helper()
+	c, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(k.Addr)}, opts...)...)
+	if err != nil {
+		k.t.Fatalf("kawatest: client: %v", err)
+	}
+	k.t.Cleanup(c.Close)
+	return c
+}
+
+// Admin returns a kadm client for the broker.
+func (k *Broker) Admin() *kadm.Client { return kadm.NewClient(k.Client()) }
+
+// CreateTopic creates a topic with partitions and fails the test on error.
+func (k *Broker) CreateTopic(name string, partitions int32, configs map[string]*string) {
+	k.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := k.Admin().CreateTopic(ctx, partitions, 1, configs, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		k.t.Fatalf("kawatest: create topic %s: %v", name, err)
+	}
+}

@@ -1,0 +1,73 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+)
+
+// Close stops the sync goroutine, flushes the indexes, fsyncs the active segment (whatever the policy) and
+// closes every file. Waiters whose data the final fsync covers are released; others get ErrClosed. Chunks from
+// earlier Reads become unreadable. Later calls return ErrClosed; a sticky write or fsync error is returned.
+// Close does not wait for a running OnDurable call (see Options.OnDurable).
+func (l *Log) Close() error {
+	l.adminMu.Lock()
+	defer l.adminMu.Unlock()
+	return l.closeLocked()
+}
+
+func (l *Log) closeLocked() error {
+	if l.closed.Swap(true) {
+		return ErrClosed
+	}
+	c := &l.commit
+	close(c.stop)
+	<-c.done
+
+	l.wmu.Lock()
+	err := l.syncAllLocked()
+	l.wmu.Unlock()
+
+	c.mu.Lock()
+	c.closed = true
+	c.broadcastLocked()
+	c.mu.Unlock()
+
+	l.closeDoomed(time.Time{}, true)
+	l.mu.Lock()
+	segs := l.segs
+	l.segs = nil
+	l.mu.Unlock()
+	errs := []error{err}
+	for _, s := range segs {
+		errs = append(errs, s.close())
+	}
+	return errors.Join(errs...)
+}
+
+// Delete closes the log and removes its directory with everything in it (DeleteTopics), then syncs the parent
+// directory. It may be called after Close.
+func (l *Log) Delete() error {
+	l.adminMu.Lock()
+	defer l.adminMu.Unlock()
+	if err := l.closeLocked(); err != nil && !errors.Is(err, ErrClosed) {
+		l.logger.Warn("log: close before delete", "dir", l.dir, "err", err)
+	}
+	ents, err := l.fs.ReadDir(l.dir)
+	if err != nil {
+		return fmt.Errorf("log: delete %s: %w", l.dir, err)
+	}
+	for _, e := range ents {
+		if err := l.fs.Remove(filepath.Join(l.dir, e.Name())); err != nil {
+			return fmt.Errorf("log: delete %s: %w", l.dir, err)
+		}
+	}
+	if err := l.fs.Remove(l.dir); err != nil {
+		return fmt.Errorf("log: delete %s: %w", l.dir, err)
+	}
+	if err := l.fs.SyncDir(filepath.Dir(l.dir)); err != nil {
+		return fmt.Errorf("log: delete %s: %w", l.dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,222 @@
+package log
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kawa-broker/kawa/internal/vfs"
+)
+
+// Log is one partition's durable log. See the package documentation for ownership, locking and durability.
+type Log struct {
+	dir    string
+	fs     vfs.FS
+	o      Options // with defaults applied; the three runtime-tunable fields below override it
+	logger *slog.Logger
+
+	segmentBytes   atomic.Int64
+	retentionMs    atomic.Int64
+	retentionBytes atomic.Int64
+
+	adminMu sync.Mutex // serialises SetStart, EnforceRetention, Close, Delete
+	wmu     sync.Mutex // the writer: Append (and roll), Sync, Close
+
+	mu     sync.RWMutex // guards segs, size, doomed and the (mu) fields of segments
+	segs   []*segment   // ascending base offsets; the last one is active
+	active *segment     // == segs[len(segs)-1]; changed only by the writer (under wmu and mu)
+	size   int64        // bytes of all segments' .log files
+	doomed []doomedSeg  // deleted segments whose files stay open for readers until the delay passes
+
+	start  atomic.Int64 // log start offset; changed under mu
+	end    atomic.Int64 // log end offset; changed under mu by the writer
+	closed atomic.Bool
+
+	commit commitState
+}
+
+// Open opens the log in dir, creating dir (durably) if needed, and recovers it: every batch of every segment is
+// checked (length chain, magic, CRC-32C, offsets continuing from segment to segment), index files are rebuilt
+// when they do not match, and a torn or corrupt tail of the last segment is truncated (logged as a warning with
+// offset and byte position). Damage anywhere else returns a *CorruptionError (errors.Is ErrCorruption): the
+// caller must not serve the partition, and nothing is dropped or renumbered.
+//
+// NB: recovery reads every segment in full, so Open costs one sequential read of the partition.
+func Open(dir string, o Options) (*Log, error) {
+	o = o.withDefaults()
+	l := &Log{dir: dir, fs: o.FS, o: o, logger: o.Logger}
+	l.segmentBytes.Store(o.SegmentBytes)
+	l.retentionMs.Store(o.RetentionMs)
+	l.retentionBytes.Store(o.RetentionBytes)
+	if err := mkdirDurable(l.fs, dir); err != nil {
+		return nil, fmt.Errorf("log: create %s: %w", dir, err)
+	}
+	if err := l.load(); err != nil {
+		for _, s := range l.segs {
+			s.close()
+		}
+		return nil, err
+	}
+	for _, s := range l.segs {
+		l.size += s.size
+	}
+	l.commit.init(l.end.Load(), o.OnDurable != nil)
+	go l.syncLoop()
+	if o.OnDurable != nil {
+		go l.notifyLoop()
+	}
+	return l, nil
+}
+
+// mkdirDurable creates dir and any missing parents, syncing each new directory's parent so the path survives a
+// crash.
+func mkdirDurable(fs vfs.FS, dir string) error {
+	if _, err := fs.Stat(dir); err == nil {
+		return nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := mkdirDurable(fs, parent); err != nil {
+			return err
+		}
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return fs.SyncDir(parent)
+}
+
+// Append writes one whole record batch (v2, already validated by the caller) at the end of the log and returns
+// its base offset. It assigns offsets by writing End() into b[0:8] (the caller's buffer is modified), rolls to a
+// new segment first when the active one is full or old enough, and updates the indexes. It does not fsync
+// (except the old segment on a roll). Calls must be serialised by the caller; Read, Sync and WaitDurable may run
+// concurrently. A write or fsync error is sticky: every later Append returns it. A malformed header is
+// rejected without harm.
+func (l *Log) Append(b []byte) (base int64, err error) {
+	h, err := parseHeader(b)
+	if err == nil && int64(len(b)) != h.size() {
+		err = fmt.Errorf("buffer of %d bytes holds a batch of %d", len(b), h.size())
+	}
+	if err != nil {
+		return 0, fmt.Errorf("log: append: %w", err)
+	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.closed.Load() {
+		return 0, ErrClosed
+	}
+	if err := l.commit.sticky(); err != nil {
+		return 0, err
+	}
+	s := l.active
+	if l.shouldRoll(s, h, len(b)) {
+		if err := l.roll(); err != nil {
+			return 0, err
+		}
+		s = l.active
+	}
+	h.base = l.end.Load()
+	binary.BigEndian.PutUint64(b[0:8], uint64(h.base))
+	pos := s.size
+	if _, err := s.log.WriteAt(b, pos); err != nil {
+		_ = s.log.Truncate(pos) // best effort; recovery cuts a torn tail anyway
+		return 0, l.commit.fail(fmt.Errorf("log: write %s at %d: %w", s.log.Name(), pos, err))
+	}
+	l.mu.Lock()
+	s.noteBatch(pos, h, int64(l.o.IndexIntervalBytes))
+	l.size += h.size()
+	l.commit.appended.Add(h.size())
+	l.end.Store(s.end)
+	l.mu.Unlock()
+	if l.o.Fsync == FsyncAlways {
+		l.commit.kickSync()
+	} else {
+		l.commit.kickNotify() // the durable end is End()
+	}
+	return h.base, nil
+}
+
+// shouldRoll reports whether the next batch must start a new segment. An empty segment always takes it.
+func (l *Log) shouldRoll(s *segment, h header, n int) bool {
+	if s.size == 0 {
+		return false
+	}
+	segBytes := l.segmentBytes.Load()
+	switch {
+	case s.size+int64(n) > segBytes || s.size+int64(n) > maxSegmentBytes:
+		return true
+	case l.end.Load()+int64(h.lastDelta)-s.base > math.MaxInt32: // relative offsets are int32 in the indexes
+		return true
+	case l.o.SegmentMs > 0 && time.Now().UnixMilli()-s.rollBaseMs() > l.o.SegmentMs:
+		return true
+	}
+	return false
+}
+
+// roll fsyncs the active segment and its indexes (so recovery only ever truncates the last segment), creates
+// the next segment at End() and makes its directory entry durable. Writer only.
+func (l *Log) roll() error {
+	old := l.active
+	if err := old.syncAll(); err != nil {
+		return l.commit.fail(err)
+	}
+	l.commit.noteFsynced(old.end, l.commit.appended.Load(), l.o.Fsync)
+	s, err := createSegment(l.fs, l.dir, l.end.Load())
+	if err != nil {
+		return l.commit.fail(err)
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		s.close()
+		return l.commit.fail(fmt.Errorf("log: sync dir %s: %w", l.dir, err))
+	}
+	l.mu.Lock()
+	l.segs = append(l.segs, s)
+	l.active = s
+	l.mu.Unlock()
+	l.logger.Debug("log: rolled segment", "dir", l.dir, "base", s.base)
+	return nil
+}
+
+// End is the log end offset: the offset the next Append assigns.
+func (l *Log) End() int64 { return l.end.Load() }
+
+// Start is the log start offset: the lowest offset Read accepts.
+func (l *Log) Start() int64 { return l.start.Load() }
+
+// Size is the total size in bytes of the segments' .log files.
+func (l *Log) Size() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.size
+}
+
+// SetConfig applies changed topic configs (retention.ms, retention.bytes, segment.bytes) at runtime, with the
+// same meaning and defaults as the Options fields. A new segment size applies from the next Append.
+func (l *Log) SetConfig(retentionMs, retentionBytes, segmentBytes int64) {
+	l.retentionMs.Store(retentionMsOrDefault(retentionMs))
+	if retentionBytes == 0 {
+		retentionBytes = -1
+	}
+	l.retentionBytes.Store(retentionBytes)
+	l.segmentBytes.Store(segmentBytesOrDefault(segmentBytes))
+}
+
+// Stats are counters for metrics (bench protocol: fsyncs and bytes per fsync).
+type Stats struct {
+	Fsyncs      int64 // fsyncs of .log files (group commits, rolls, Sync, Close)
+	FsyncedSize int64 // bytes those fsyncs made durable
+}
+
+// Stats returns the counters since Open.
+func (l *Log) Stats() Stats {
+	return Stats{Fsyncs: l.commit.fsyncs.Load(), FsyncedSize: l.commit.fsyncedSize.Load()}
+}

@@ -1,0 +1,141 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/kawa-broker/kawa/internal/vfs"
+)
+
+// FsyncPolicy says when appended data is made durable and when WaitDurable returns.
+type FsyncPolicy int
+
+const (
+	// FsyncAlways (the default): WaitDurable returns only after an fsync covers the data; concurrent waiters share
+	// one fsync (group commit). DurableEnd and OnDurable report fsynced data only.
+	FsyncAlways FsyncPolicy = iota
+	// FsyncInterval: fsync every Options.FsyncInterval; data counts as durable once appended (explicit opt-out).
+	FsyncInterval
+	// FsyncNever: no fsync per append; data counts as durable once appended (explicit opt-out, Kafka's default).
+	// Segment rolls, Sync and Close still fsync, as Kafka flushes a segment when it rolls.
+	FsyncNever
+)
+
+func (p FsyncPolicy) String() string {
+	switch p {
+	case FsyncAlways:
+		return "always"
+	case FsyncInterval:
+		return "interval"
+	case FsyncNever:
+		return "never"
+	}
+	return fmt.Sprintf("FsyncPolicy(%d)", int(p))
+}
+
+// Defaults applied by Open to zero-valued Options fields.
+const (
+	DefaultSegmentBytes       = 1 << 30              // Kafka segment.bytes
+	DefaultIndexIntervalBytes = 4096                 // Kafka index.interval.bytes
+	DefaultRetentionMs        = 7 * 24 * 3600 * 1000 // Kafka retention.ms
+	DefaultFsyncInterval      = time.Second
+	DefaultFileDeleteDelay    = time.Minute // Kafka file.delete.delay.ms
+	// maxSegmentBytes keeps file positions and relative offsets inside Kafka's int32 index fields.
+	maxSegmentBytes = 1<<31 - 1
+)
+
+// Options configure a Log. The zero value is usable: real files, 1 GiB segments, 7-day retention, FsyncAlways.
+type Options struct {
+	FS vfs.FS // nil = vfs.OS
+	// SegmentBytes: roll when the active segment would exceed it (0 = 1 GiB; at most 2 GiB-1). A segment always
+	// takes at least one batch, so a batch larger than SegmentBytes gets a segment of its own.
+	SegmentBytes int64
+	// SegmentMs: roll when the active segment's first batch's max timestamp (or, without one, the segment's
+	// creation time in this process) is more than SegmentMs old (0 = never).
+	SegmentMs int64
+	// IndexIntervalBytes: bytes of log between sparse index entries (0 = 4096).
+	IndexIntervalBytes int
+	// RetentionMs: delete whole non-active segments whose newest batch max timestamp is older (-1 = unlimited,
+	// 0 = 7 days). A segment without timestamps (max timestamp < 0) is aged by its file's modification time.
+	RetentionMs int64
+	// RetentionBytes: delete the oldest whole non-active segments while what remains stays at least this large
+	// (Kafka's rule; -1 or 0 = unlimited).
+	RetentionBytes int64
+	Fsync          FsyncPolicy
+	FsyncInterval  time.Duration // for FsyncInterval (0 = 1 s)
+	// OnDurable is called from the log's notifier goroutine, never under the caller's lock, with a strictly
+	// increasing end offset (exclusive) below which data is durable per the policy. With FsyncNever/FsyncInterval
+	// it follows Append. Close does not wait for a running call, so OnDurable may take a lock that the caller of
+	// Close holds; it may be called once more after Close returns.
+	OnDurable func(end int64)
+	Logger    *slog.Logger // nil = discard
+	// FileDeleteDelay: how long a segment deleted by retention keeps its files open so a reader holding a Chunk of
+	// it can finish (0 = 1 minute, < 0 = close at once). Files are closed on the next SetStart/EnforceRetention
+	// call after the delay, and by Close.
+	FileDeleteDelay time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.FS == nil {
+		o.FS = vfs.OS
+	}
+	o.SegmentBytes = segmentBytesOrDefault(o.SegmentBytes)
+	if o.IndexIntervalBytes <= 0 {
+		o.IndexIntervalBytes = DefaultIndexIntervalBytes
+	}
+	o.RetentionMs = retentionMsOrDefault(o.RetentionMs)
+	if o.RetentionBytes == 0 {
+		o.RetentionBytes = -1
+	}
+	if o.FsyncInterval <= 0 {
+		o.FsyncInterval = DefaultFsyncInterval
+	}
+	if o.FileDeleteDelay == 0 {
+		o.FileDeleteDelay = DefaultFileDeleteDelay
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+func segmentBytesOrDefault(v int64) int64 {
+	if v <= 0 {
+		return DefaultSegmentBytes
+	}
+	return min(v, maxSegmentBytes)
+}
+
+func retentionMsOrDefault(v int64) int64 {
+	if v == 0 {
+		return DefaultRetentionMs
+	}
+	return v
+}
+
+var (
+	// ErrCorruption marks damage recovery must not repair silently: a bad batch in a segment other than the last,
+	// a segment whose offsets do not continue the previous one, or an unreadable log-start-offset file.
+	// Errors returned for it are *CorruptionError.
+	ErrCorruption = errors.New("log: corruption")
+	// ErrOffsetOutOfRange: an offset below Start() or above End() (Kafka OFFSET_OUT_OF_RANGE).
+	ErrOffsetOutOfRange = errors.New("log: offset out of range")
+	// ErrClosed: the log was closed or deleted.
+	ErrClosed = errors.New("log: closed")
+)
+
+// CorruptionError says where recovery found damage. errors.Is(err, ErrCorruption) holds.
+type CorruptionError struct {
+	File   string // path of the damaged file
+	Pos    int64  // byte position of the first bad batch (or -1)
+	Offset int64  // offset the bad batch should have started at (or -1)
+	Reason string
+}
+
+func (e *CorruptionError) Error() string {
+	return fmt.Sprintf("log: corruption in %s at byte %d (offset %d): %s", e.File, e.Pos, e.Offset, e.Reason)
+}
+
+func (e *CorruptionError) Unwrap() error { return ErrCorruption }

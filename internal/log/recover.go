@@ -1,0 +1,291 @@
+package log
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/kawa-broker/kawa/internal/vfs"
+)
+
+// load reads the directory and recovers every segment; it runs inside Open before the Log is shared.
+func (l *Log) load() error {
+	bases, err := l.listSegments()
+	if err != nil {
+		return err
+	}
+	start, haveStart, err := readStart(l.fs, l.dir)
+	if err != nil {
+		return err
+	}
+	bases, err = l.dropBelowStart(bases, start)
+	if err != nil {
+		return err
+	}
+	for i, base := range bases {
+		s, err := l.recoverSegment(base, i == len(bases)-1)
+		if err != nil {
+			return err
+		}
+		l.segs = append(l.segs, s)
+	}
+	if len(l.segs) == 0 {
+		return l.startFresh(start)
+	}
+	first, last := l.segs[0], l.segs[len(l.segs)-1]
+	if haveStart && start > last.end {
+		// Data above the persisted log start was lost (it was never fsynced). As Kafka does, drop what is left
+		// and continue at the log start, so no offset below it is ever reused.
+		l.logger.Warn("log: log start offset is beyond the recovered log end; starting empty at the log start",
+			"dir", l.dir, "logStart", start, "end", last.end)
+		return l.truncateFullyAndStartAt(start)
+	}
+	l.start.Store(max(start, first.base))
+	l.end.Store(last.end)
+	l.active = last
+	// Make the recovered state durable: data read back from the page cache after a process crash may not be.
+	if err := last.syncAll(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// listSegments returns the base offsets of the .log files, sorted, and removes files of ours that cannot be
+// used: index files without a .log and a leftover temporary log-start-offset file. Other files are left alone.
+func (l *Log) listSegments() ([]int64, error) {
+	ents, err := l.fs.ReadDir(l.dir)
+	if err != nil {
+		return nil, fmt.Errorf("log: read dir %s: %w", l.dir, err)
+	}
+	logs := map[int64]bool{}
+	for _, e := range ents {
+		if base, ok := parseSegmentName(e.Name(), logSuffix); ok {
+			logs[base] = true
+		}
+	}
+	var bases []int64
+	for _, e := range ents {
+		name := e.Name()
+		if base, ok := parseSegmentName(name, logSuffix); ok {
+			bases = append(bases, base)
+			continue
+		}
+		base, isIdx := parseSegmentName(name, indexSuffix)
+		if !isIdx {
+			base, isIdx = parseSegmentName(name, timeIndexSuffix)
+		}
+		if isIdx && !logs[base] || name == startFile+tmpSuffix {
+			if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil {
+				return nil, fmt.Errorf("log: remove stray %s: %w", name, err)
+			}
+		}
+	}
+	slices.Sort(bases)
+	return bases, nil
+}
+
+// dropBelowStart deletes segments whose successor starts at or below the log start offset: they hold only
+// offsets DeleteRecords or retention already removed (a crash interrupted their deletion).
+func (l *Log) dropBelowStart(bases []int64, start int64) ([]int64, error) {
+	n := 0
+	for n+1 < len(bases) && bases[n+1] <= start {
+		n++
+	}
+	if n == 0 {
+		return bases, nil
+	}
+	for _, b := range bases[:n] {
+		if err := removeSegmentFiles(l.fs, l.dir, b); err != nil {
+			return nil, fmt.Errorf("log: remove segment %d below log start %d: %w", b, start, err)
+		}
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return nil, fmt.Errorf("log: sync dir %s: %w", l.dir, err)
+	}
+	return bases[n:], nil
+}
+
+// recoverSegment opens a segment, verifies every batch (length chain, magic, CRC-32C, offsets continuing the
+// previous segment) and rebuilds its indexes. A bad batch in the last segment is a torn tail: the file is cut
+// there. Anywhere else it is a *CorruptionError.
+func (l *Log) recoverSegment(base int64, last bool) (*segment, error) {
+	s, err := openSegmentFiles(l.fs, l.dir, base, os.O_RDWR)
+	if err != nil {
+		return nil, err
+	}
+	if n := len(l.segs); n > 0 && l.segs[n-1].end != base {
+		s.close()
+		return nil, &CorruptionError{File: s.log.Name(), Pos: 0, Offset: l.segs[n-1].end,
+			Reason: fmt.Sprintf("segment base offset %d does not continue the previous segment, which ends at %d", base, l.segs[n-1].end)}
+	}
+	bad, err := l.scanSegment(s)
+	if err == nil && bad != nil && !last {
+		err = bad
+	}
+	if err == nil && bad != nil {
+		err = l.truncateTail(s, bad)
+	}
+	if err == nil {
+		err = l.rewriteIndexes(s)
+	}
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// scanSegment reads the segment's batches in order, feeding noteBatch. It returns the first bad batch (nil if
+// the whole file is valid) or an I/O error.
+func (l *Log) scanSegment(s *segment) (*CorruptionError, error) {
+	st, err := s.log.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("log: stat %s: %w", s.log.Name(), err)
+	}
+	fileSize := st.Size()
+	// Small segments get small buffers: recovery may open thousands of them.
+	r := bufio.NewReaderSize(io.NewSectionReader(s.log, 0, fileSize), int(max(min(fileSize, 1<<20), 4096)))
+	interval := int64(l.o.IndexIntervalBytes)
+	var big []byte
+	for pos := int64(0); pos < fileSize; {
+		bad := func(reason string) (*CorruptionError, error) {
+			return &CorruptionError{File: s.log.Name(), Pos: pos, Offset: s.end, Reason: reason}, nil
+		}
+		if fileSize-pos < headerLen {
+			return bad(fmt.Sprintf("%d trailing bytes, less than a batch header", fileSize-pos))
+		}
+		hb, err := r.Peek(headerLen)
+		if err != nil {
+			return nil, fmt.Errorf("log: read %s at %d: %w", s.log.Name(), pos, err)
+		}
+		h, herr := parseHeader(hb)
+		switch {
+		case herr != nil:
+			return bad(herr.Error())
+		case pos+h.size() > fileSize:
+			return bad(fmt.Sprintf("batch of %d bytes runs past the end of the file (%d bytes)", h.size(), fileSize))
+		case h.base != s.end:
+			return bad(fmt.Sprintf("batch base offset %d, want %d", h.base, s.end))
+		case h.last()-s.base > math.MaxInt32 || pos > math.MaxInt32:
+			return bad("segment exceeds the int32 range of its index")
+		}
+		var b []byte
+		if h.size() <= int64(r.Size()) {
+			b, err = r.Peek(int(h.size()))
+		} else {
+			big = slices.Grow(big[:0], int(h.size()))[:h.size()]
+			b = big
+			_, err = io.ReadFull(r, b)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("log: read %s at %d: %w", s.log.Name(), pos, err)
+		}
+		if !checkCRC(h, b) {
+			return bad("CRC-32C mismatch")
+		}
+		if h.size() <= int64(r.Size()) {
+			r.Discard(int(h.size()))
+		}
+		s.noteBatch(pos, h, interval)
+		pos += h.size()
+	}
+	return nil, nil
+}
+
+// truncateTail cuts the last segment at its first bad batch and makes the cut durable.
+func (l *Log) truncateTail(s *segment, bad *CorruptionError) error {
+	l.logger.Warn("log: truncating torn or corrupt tail of the last segment",
+		"file", bad.File, "offset", bad.Offset, "pos", bad.Pos, "reason", bad.Reason)
+	if err := s.log.Truncate(bad.Pos); err != nil {
+		return fmt.Errorf("log: truncate %s to %d: %w", bad.File, bad.Pos, err)
+	}
+	if err := s.log.Sync(); err != nil {
+		return fmt.Errorf("log: fsync %s: %w", bad.File, err)
+	}
+	return nil
+}
+
+// rewriteIndexes makes the index files equal to the indexes rebuilt by the scan, rewriting a file that is
+// missing, short, stale or damaged.
+func (l *Log) rewriteIndexes(s *segment) error {
+	for _, ix := range []struct {
+		f       vfs.File
+		want    []byte
+		flushed *int
+	}{{s.index, s.offIdx, &s.offFlushed}, {s.timeIndex, s.timeIdx, &s.timeFlushed}} {
+		same, err := fileEquals(ix.f, ix.want)
+		if err != nil {
+			return err
+		}
+		if !same {
+			l.logger.Info("log: rebuilding index file", "file", ix.f.Name())
+			if err := rewriteFile(ix.f, ix.want); err != nil {
+				return err
+			}
+		}
+		*ix.flushed = len(ix.want)
+	}
+	return nil
+}
+
+func fileEquals(f vfs.File, want []byte) (bool, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return false, fmt.Errorf("log: stat %s: %w", f.Name(), err)
+	}
+	if st.Size() != int64(len(want)) {
+		return false, nil
+	}
+	got := make([]byte, len(want))
+	if _, err := f.ReadAt(got, 0); err != nil && !errors.Is(err, io.EOF) {
+		return false, fmt.Errorf("log: read %s: %w", f.Name(), err)
+	}
+	return bytes.Equal(got, want), nil
+}
+
+func rewriteFile(f vfs.File, data []byte) error {
+	if err := f.Truncate(0); err != nil {
+		return fmt.Errorf("log: truncate %s: %w", f.Name(), err)
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		return fmt.Errorf("log: write %s: %w", f.Name(), err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("log: fsync %s: %w", f.Name(), err)
+	}
+	return nil
+}
+
+// startFresh creates the first segment of an empty log at offset start.
+func (l *Log) startFresh(start int64) error {
+	s, err := createSegment(l.fs, l.dir, start)
+	if err != nil {
+		return err
+	}
+	l.segs = []*segment{s}
+	l.active = s
+	l.start.Store(start)
+	l.end.Store(start)
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return fmt.Errorf("log: sync dir %s: %w", l.dir, err)
+	}
+	return nil
+}
+
+// truncateFullyAndStartAt removes every segment and starts an empty log at start.
+func (l *Log) truncateFullyAndStartAt(start int64) error {
+	for _, s := range l.segs {
+		s.close()
+		if err := removeSegmentFiles(l.fs, l.dir, s.base); err != nil {
+			return err
+		}
+	}
+	l.segs = nil
+	return l.startFresh(start)
+}

@@ -1,0 +1,172 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kawa-broker/kawa/internal/vfs"
+)
+
+// File name suffixes, as in Kafka: <20-digit base offset><suffix>.
+const (
+	logSuffix       = ".log"
+	indexSuffix     = ".index"
+	timeIndexSuffix = ".timeindex"
+)
+
+func segmentName(dir string, base int64, suffix string) string {
+	return filepath.Join(dir, fmt.Sprintf("%020d%s", base, suffix))
+}
+
+// parseSegmentName returns the base offset of a "<20 digits><suffix>" name.
+func parseSegmentName(name, suffix string) (int64, bool) {
+	digits, ok := strings.CutSuffix(name, suffix)
+	if !ok || len(digits) != 20 {
+		return 0, false
+	}
+	base, err := strconv.ParseInt(digits, 10, 64)
+	return base, err == nil && base >= 0
+}
+
+// segment is one .log file and its two sparse indexes, holding the batches with offsets [base, end).
+//
+// Fields marked (mu) are written only by the writer (Append, roll, recovery) while holding Log.mu and may be
+// read under Log.mu.RLock. Fields marked (w) belong to the writer alone.
+type segment struct {
+	base                  int64
+	log, index, timeIndex vfs.File
+	created               time.Time // when this process created or opened the segment
+
+	size    int64  // (mu) bytes of whole batches in log
+	end     int64  // (mu) offset after the last batch
+	offIdx  []byte // (mu) .index entries
+	timeIdx []byte // (mu) .timeindex entries
+	maxTs   int64  // (mu) largest batch max timestamp; math.MinInt64 when empty
+	maxTsAt int64  // (mu) last offset of the first batch carrying maxTs
+	firstTs int64  // (mu) max timestamp of the first batch (for SegmentMs)
+
+	sinceIndex    int64 // (w) bytes appended since the last offset index entry
+	lastIndexedTs int64 // (w) timestamp of the last time index entry
+	offFlushed    int   // (w) bytes of offIdx written to the .index file
+	timeFlushed   int   // (w) bytes of timeIdx written to the .timeindex file
+}
+
+func newSegment(base int64) *segment {
+	return &segment{
+		base: base, end: base, created: time.Now(),
+		maxTs: math.MinInt64, maxTsAt: -1, firstTs: math.MinInt64, lastIndexedTs: math.MinInt64,
+	}
+}
+
+// createSegment creates (or empties) the three files of a segment starting at base. The caller syncs the
+// directory.
+func createSegment(fs vfs.FS, dir string, base int64) (*segment, error) {
+	return openSegmentFiles(fs, dir, base, os.O_CREATE|os.O_RDWR|os.O_TRUNC)
+}
+
+// openSegmentFiles opens a segment's files; the index files are created if missing (recovery rebuilds them).
+func openSegmentFiles(fs vfs.FS, dir string, base int64, logFlag int) (*segment, error) {
+	s := newSegment(base)
+	var err error
+	if s.log, err = fs.OpenFile(segmentName(dir, base, logSuffix), logFlag, 0o644); err != nil {
+		return nil, fmt.Errorf("log: open segment %d: %w", base, err)
+	}
+	if s.index, err = fs.OpenFile(segmentName(dir, base, indexSuffix), os.O_CREATE|os.O_RDWR, 0o644); err != nil {
+		s.close()
+		return nil, fmt.Errorf("log: open segment %d index: %w", base, err)
+	}
+	if s.timeIndex, err = fs.OpenFile(segmentName(dir, base, timeIndexSuffix), os.O_CREATE|os.O_RDWR, 0o644); err != nil {
+		s.close()
+		return nil, fmt.Errorf("log: open segment %d time index: %w", base, err)
+	}
+	return s, nil
+}
+
+// noteBatch records a batch written at pos: size, end offset, timestamps and (every interval bytes) index entries.
+// It is the only place index entries are decided, so recovery rebuilds exactly what Append wrote.
+// The caller holds Log.mu (or owns the segment exclusively, during recovery).
+func (s *segment) noteBatch(pos int64, h header, interval int64) {
+	if s.sinceIndex >= interval {
+		rel := uint32(h.base - s.base)
+		s.offIdx = appendOffEntry(s.offIdx, rel, uint32(pos))
+		if s.maxTs > s.lastIndexedTs {
+			s.timeIdx = appendTimeEntry(s.timeIdx, s.maxTs, rel)
+			s.lastIndexedTs = s.maxTs
+		}
+		s.sinceIndex = 0
+	}
+	s.sinceIndex += h.size()
+	if s.size == 0 {
+		s.firstTs = h.maxTs
+	}
+	if h.maxTs > s.maxTs {
+		s.maxTs, s.maxTsAt = h.maxTs, h.last()
+	}
+	s.size = pos + h.size()
+	s.end = h.last() + 1
+}
+
+// flushIndexes writes index entries not yet in the index files. Writer only.
+func (s *segment) flushIndexes() error {
+	if s.offFlushed < len(s.offIdx) {
+		if _, err := s.index.WriteAt(s.offIdx[s.offFlushed:], int64(s.offFlushed)); err != nil {
+			return fmt.Errorf("log: write index of segment %d: %w", s.base, err)
+		}
+		s.offFlushed = len(s.offIdx)
+	}
+	if s.timeFlushed < len(s.timeIdx) {
+		if _, err := s.timeIndex.WriteAt(s.timeIdx[s.timeFlushed:], int64(s.timeFlushed)); err != nil {
+			return fmt.Errorf("log: write time index of segment %d: %w", s.base, err)
+		}
+		s.timeFlushed = len(s.timeIdx)
+	}
+	return nil
+}
+
+// syncAll flushes the indexes and fsyncs the three files. Writer only.
+func (s *segment) syncAll() error {
+	if err := s.flushIndexes(); err != nil {
+		return err
+	}
+	for _, f := range []vfs.File{s.log, s.index, s.timeIndex} {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("log: fsync %s: %w", f.Name(), err)
+		}
+	}
+	return nil
+}
+
+func (s *segment) close() error {
+	var errs []error
+	for _, f := range []vfs.File{s.log, s.index, s.timeIndex} {
+		if f != nil {
+			errs = append(errs, f.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeSegmentFiles unlinks a segment's files; open handles stay readable. The caller syncs the directory.
+func removeSegmentFiles(fs vfs.FS, dir string, base int64) error {
+	var errs []error
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		if err := fs.Remove(segmentName(dir, base, suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// rollBaseMs is the time SegmentMs counts from: the first batch's max timestamp, else the creation time.
+func (s *segment) rollBaseMs() int64 {
+	if s.firstTs >= 0 {
+		return s.firstTs
+	}
+	return s.created.UnixMilli()
+}

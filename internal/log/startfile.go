@@ -1,0 +1,90 @@
+package log
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/kawa-broker/kawa/internal/vfs"
+)
+
+// The log-start-offset file holds the log start offset raised by DeleteRecords or retention:
+//
+//	version uint16 (1) | log start offset int64 | CRC-32C of the preceding 10 bytes uint32   (big-endian)
+//
+// It is replaced by write-temp, fsync, rename, fsync-dir, so it is always whole; a bad checksum is corruption.
+const (
+	startFile        = "log-start-offset"
+	tmpSuffix        = ".tmp"
+	startFileVersion = 1
+	startFileLen     = 14
+)
+
+// readStart returns the persisted log start offset; found is false when there is no file.
+func readStart(fs vfs.FS, dir string) (start int64, found bool, err error) {
+	name := filepath.Join(dir, startFile)
+	f, err := fs.OpenFile(name, os.O_RDONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("log: open %s: %w", name, err)
+	}
+	defer f.Close()
+	buf := make([]byte, startFileLen+1)
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, false, fmt.Errorf("log: read %s: %w", name, err)
+	}
+	bad := func(reason string) (int64, bool, error) {
+		return 0, false, &CorruptionError{File: name, Pos: 0, Offset: -1, Reason: reason}
+	}
+	if n != startFileLen {
+		return bad(fmt.Sprintf("%d bytes, want %d", n, startFileLen))
+	}
+	if v := binary.BigEndian.Uint16(buf); v != startFileVersion {
+		return bad(fmt.Sprintf("unknown version %d", v))
+	}
+	if crc32.Checksum(buf[:10], castagnoli) != binary.BigEndian.Uint32(buf[10:]) {
+		return bad("checksum mismatch")
+	}
+	start = int64(binary.BigEndian.Uint64(buf[2:]))
+	if start < 0 {
+		return bad(fmt.Sprintf("negative log start offset %d", start))
+	}
+	return start, true, nil
+}
+
+// writeStart durably replaces the log-start-offset file.
+func writeStart(fs vfs.FS, dir string, start int64) error {
+	buf := binary.BigEndian.AppendUint16(nil, startFileVersion)
+	buf = binary.BigEndian.AppendUint64(buf, uint64(start))
+	buf = binary.BigEndian.AppendUint32(buf, crc32.Checksum(buf, castagnoli))
+	name := filepath.Join(dir, startFile)
+	tmp := name + tmpSuffix
+	f, err := fs.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("log: create %s: %w", tmp, err)
+	}
+	_, err = f.Write(buf)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = fs.Rename(tmp, name)
+	}
+	if err == nil {
+		err = fs.SyncDir(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("log: persist log start offset %d: %w", start, err)
+	}
+	return nil
+}

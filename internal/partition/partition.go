@@ -1,0 +1,472 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kawa-broker/kawa/internal/batch"
+	"github.com/kawa-broker/kawa/internal/log"
+	"github.com/kawa-broker/kawa/internal/producer"
+)
+
+// Isolation levels of a Fetch / ListOffsets request (KIP-98).
+const (
+	ReadUncommitted int8 = 0
+	ReadCommitted   int8 = 1
+)
+
+// snapshotEvery is how many bytes may be appended between producer-state
+// snapshots; it bounds the log scan needed on restart.
+const snapshotEvery = 64 << 20
+
+// Options configures a partition.
+type Options struct {
+	Log                log.Options
+	ProducerExpiration time.Duration // producer.id.expiration.ms
+	Logger             *slog.Logger
+}
+
+// Partition is one partition of one topic. Safe for concurrent use.
+type Partition struct {
+	Topic string
+	Index int32
+	dir   string
+	lg    *slog.Logger
+
+	mu            sync.Mutex
+	log           *log.Log
+	producers     *producer.State
+	sinceSnapshot int64 // bytes appended since the last snapshot
+	aborted       []AbortedTxn
+	durableAlways bool
+
+	hw  atomic.Int64 // high watermark
+	lso atomic.Int64 // last stable offset (<= hw)
+
+	wakeMu sync.Mutex
+	wake   chan struct{}
+}
+
+// AbortedTxn is one aborted transaction in this partition: its producer and
+// the range from its first data offset to its ABORT marker (inclusive).
+type AbortedTxn struct {
+	ProducerID  int64
+	FirstOffset int64
+	LastOffset  int64
+}
+
+// Open opens (or creates) the partition stored in dir.
+func Open(topic string, index int32, dir string, o Options) (*Partition, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	p := &Partition{
+		Topic: topic, Index: index, dir: dir, lg: o.Logger,
+		wake:          make(chan struct{}),
+		durableAlways: o.Log.Fsync == log.FsyncAlways,
+	}
+	lo := o.Log
+	lo.Logger = o.Logger
+	lo.OnDurable = p.onDurable
+	l, err := log.Open(dir, lo)
+	if err != nil {
+		return nil, fmt.Errorf("partition %s-%d: %w", topic, index, err)
+	}
+	p.log = l
+	if err := p.loadProducers(o.ProducerExpiration); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("partition %s-%d: %w", topic, index, err)
+	}
+	p.advance(l.DurableEnd())
+	return p, nil
+}
+
+// onDurable runs on the log's sync goroutine.
+func (p *Partition) onDurable(end int64) { p.advance(end) }
+
+// advance raises the HW to end (never lowers it), recomputes the LSO and
+// wakes fetch waiters.
+func (p *Partition) advance(end int64) {
+	for {
+		cur := p.hw.Load()
+		if end <= cur || p.hw.CompareAndSwap(cur, end) {
+			break
+		}
+	}
+	p.mu.Lock()
+	p.updateLSOLocked()
+	p.mu.Unlock()
+	p.notify()
+}
+
+// updateLSOLocked sets LSO = min(HW, first offset of any open transaction).
+func (p *Partition) updateLSOLocked() {
+	lso := p.hw.Load()
+	if first, ok := p.producers.FirstUndecidedOffset(); ok && first < lso {
+		lso = first
+	}
+	p.lso.Store(lso)
+}
+
+func (p *Partition) notify() {
+	p.wakeMu.Lock()
+	close(p.wake)
+	p.wake = make(chan struct{})
+	p.wakeMu.Unlock()
+}
+
+// Wake returns a channel closed at the next HW or LSO advance.
+func (p *Partition) Wake() <-chan struct{} {
+	p.wakeMu.Lock()
+	defer p.wakeMu.Unlock()
+	return p.wake
+}
+
+// HighWatermark is the offset below which records are visible to
+// read_uncommitted consumers.
+func (p *Partition) HighWatermark() int64 { return p.hw.Load() }
+
+// LastStableOffset is the offset below which every transaction is decided.
+func (p *Partition) LastStableOffset() int64 { return p.lso.Load() }
+
+// LogStart is the log start offset.
+func (p *Partition) LogStart() int64 { return p.log.Start() }
+
+// LogEnd is the log end offset (next offset to assign).
+func (p *Partition) LogEnd() int64 { return p.log.End() }
+
+// Size is the partition's size on disk in bytes.
+func (p *Partition) Size() int64 { return p.log.Size() }
+
+// AppendResult is the outcome of a successful Append.
+type AppendResult struct {
+	BaseOffset int64
+	LastOffset int64
+	AppendTime int64 // LogAppendTime, or -1 for CreateTime topics
+	Duplicate  bool  // the batch was a retry; nothing new was written
+}
+
+// Append validates producer state and appends one batch (already checked by
+// batch.Validate). logAppendTime rewrites the batch timestamp (topics with
+// message.timestamp.type=LogAppendTime). Errors are kerr errors (the
+// per-partition error code of the Produce response) or a storage error.
+// Append does not wait for durability: see WaitDurable.
+func (p *Partition) Append(b []byte, h batch.Header, logAppendTime bool, now time.Time) (AppendResult, error) {
+	info := producer.BatchInfo{
+		ProducerID: h.ProducerID, Epoch: h.ProducerEpoch,
+		FirstSeq: h.BaseSequence, LastSeq: h.LastSequence(), NumRecords: h.NumRecords,
+		Transactional: h.Transactional(), Control: h.Control(), MaxTimestamp: h.MaxTimestamp,
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v := p.producers.Check(info)
+	if v.Err != nil {
+		return AppendResult{}, v.Err
+	}
+	if d := v.Duplicate; d != nil {
+		return AppendResult{BaseOffset: d.FirstOffset, LastOffset: d.LastOffset, AppendTime: d.Timestamp, Duplicate: true}, nil
+	}
+	appendTime := int64(-1)
+	if logAppendTime {
+		appendTime = now.UnixMilli()
+		batch.SetLogAppendTime(b, appendTime)
+	}
+	base, err := p.log.Append(b)
+	if err != nil {
+		return AppendResult{}, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+	}
+	last := base + int64(h.LastOffsetDelta)
+	p.producers.Update(info, base, last, appendTime, now)
+	p.afterAppendLocked(int64(len(b)))
+	return AppendResult{BaseOffset: base, LastOffset: last, AppendTime: appendTime}, nil
+}
+
+func (p *Partition) afterAppendLocked(n int64) {
+	p.sinceSnapshot += n
+	if p.sinceSnapshot >= snapshotEvery {
+		if err := p.snapshotLocked(); err != nil {
+			p.lg.Warn("producer snapshot failed", "topic", p.Topic, "partition", p.Index, "err", err)
+		}
+	}
+	if !p.durableAlways {
+		end := p.log.End()
+		for {
+			cur := p.hw.Load()
+			if end <= cur || p.hw.CompareAndSwap(cur, end) {
+				break
+			}
+		}
+		p.updateLSOLocked()
+		go p.notify()
+	} else {
+		p.updateLSOLocked()
+	}
+}
+
+// WaitDurable blocks until offsets below end are durable per the flush policy
+// (acks=all), or ctx ends.
+func (p *Partition) WaitDurable(ctx context.Context, end int64) error {
+	if err := p.log.WaitDurable(ctx, end); err != nil {
+		return fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+	}
+	return nil
+}
+
+// WriteMarker appends a COMMIT or ABORT control batch for producerID and
+// returns its offset. Used by the transaction coordinator (KIP-98 markers).
+func (p *Partition) WriteMarker(m producer.MarkerInfo, now time.Time) (int64, error) {
+	b := batch.NewControl(m.ProducerID, m.Epoch, m.Commit, m.CoordinatorEpoch, now.UnixMilli())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.producers.CheckMarker(m); err != nil {
+		return 0, err
+	}
+	off, err := p.log.Append(b)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+	}
+	p.applyMarkerLocked(m, off, now)
+	p.afterAppendLocked(int64(len(b)))
+	return off, nil
+}
+
+func (p *Partition) applyMarkerLocked(m producer.MarkerInfo, off int64, now time.Time) {
+	first, had := p.producers.ApplyMarker(m, off, now)
+	if had && !m.Commit {
+		p.aborted = append(p.aborted, AbortedTxn{ProducerID: m.ProducerID, FirstOffset: first, LastOffset: off})
+	}
+}
+
+// ReadResult is what Read returns: whole batches as bytes plus the offsets a
+// Fetch response reports.
+type ReadResult struct {
+	Records          []byte
+	HighWatermark    int64
+	LastStableOffset int64
+	LogStart         int64
+	Aborted          []AbortedTxn // read_committed only: aborted txns overlapping the returned range
+}
+
+// ErrOffsetOutOfRange is returned by Read for offsets outside [log start, log end].
+var ErrOffsetOutOfRange = kerr.OffsetOutOfRange
+
+// Read returns whole batches from offset, up to maxBytes (the first batch is
+// returned whole even if larger, KIP-74), bounded by the HW (read_uncommitted)
+// or the LSO (read_committed).
+func (p *Partition) Read(offset int64, maxBytes int, isolation int8) (ReadResult, error) {
+	hw, lso := p.hw.Load(), p.lso.Load()
+	res := ReadResult{HighWatermark: hw, LastStableOffset: lso, LogStart: p.log.Start()}
+	upTo := hw
+	if isolation == ReadCommitted {
+		upTo = lso
+	}
+	if offset < res.LogStart || offset > p.log.End() {
+		return res, ErrOffsetOutOfRange
+	}
+	if offset >= upTo {
+		return res, nil
+	}
+	r, err := p.log.Read(offset, maxBytes, upTo)
+	if errors.Is(err, log.ErrOffsetOutOfRange) {
+		return res, ErrOffsetOutOfRange
+	}
+	if err != nil {
+		return res, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+	}
+	if len(r.Chunks) == 0 {
+		return res, nil
+	}
+	bs, err := p.log.ReadBytes(r)
+	if err != nil {
+		return res, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+	}
+	res.Records = bs
+	if isolation == ReadCommitted {
+		res.Aborted = p.abortedIn(r.FirstOffset, r.NextOffset)
+	}
+	return res, nil
+}
+
+// abortedIn lists aborted transactions overlapping [from, to).
+func (p *Partition) abortedIn(from, to int64) []AbortedTxn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []AbortedTxn
+	for _, a := range p.aborted {
+		if a.LastOffset >= from && a.FirstOffset < to {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// ListOffset answers ListOffsets for one partition: timestamp -1 latest (HW,
+// or LSO for read_committed), -2 earliest, -3 max timestamp (KIP-734), -4
+// earliest local (KIP-405; same as earliest here), else the first offset
+// whose timestamp is >= ts. It returns offset -1 with timestamp -1 when no
+// record matches.
+func (p *Partition) ListOffset(ts int64, isolation int8) (offset, timestamp int64) {
+	switch ts {
+	case -1:
+		if isolation == ReadCommitted {
+			return p.lso.Load(), -1
+		}
+		return p.hw.Load(), -1
+	case -2, -4:
+		return p.log.Start(), -1
+	case -3:
+		mts, off := p.log.MaxTimestamp()
+		if off < 0 || off >= p.hw.Load() {
+			return -1, -1
+		}
+		return off, mts
+	}
+	off, ok := p.log.OffsetForTime(ts)
+	if !ok || off >= p.hw.Load() {
+		return -1, -1
+	}
+	return off, ts
+}
+
+// DeleteRecords raises the log start offset to offset (-1 = HW) and returns
+// the new log start. OFFSET_OUT_OF_RANGE beyond the HW.
+func (p *Partition) DeleteRecords(offset int64) (int64, error) {
+	hw := p.hw.Load()
+	if offset == -1 {
+		offset = hw
+	}
+	if offset < 0 || offset > hw {
+		return -1, kerr.OffsetOutOfRange
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if offset <= p.log.Start() {
+		return p.log.Start(), nil
+	}
+	if err := p.log.SetStart(offset); err != nil {
+		return -1, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+	}
+	p.producers.AdvanceEndOffset(p.log.End())
+	return p.log.Start(), nil
+}
+
+// EnforceRetention applies time/size retention and expires idle producers.
+func (p *Partition) EnforceRetention(now time.Time) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.producers.Expire(now)
+	_, err := p.log.EnforceRetention(now)
+	p.producers.AdvanceEndOffset(p.log.End())
+	start := p.log.Start()
+	kept := p.aborted[:0]
+	for _, a := range p.aborted {
+		if a.LastOffset >= start {
+			kept = append(kept, a)
+		}
+	}
+	p.aborted = kept
+	return err
+}
+
+// SetConfig applies changed topic configs to the log.
+func (p *Partition) SetConfig(retentionMs, retentionBytes, segmentBytes int64) {
+	p.log.SetConfig(retentionMs, retentionBytes, segmentBytes)
+}
+
+// Producers returns the producer state for DescribeProducers (KIP-664).
+func (p *Partition) Producers() []producer.ProducerInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.producers.All()
+}
+
+// Close snapshots producer state, flushes and closes the log.
+func (p *Partition) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	serr := p.snapshotLocked()
+	if err := p.log.Close(); err != nil {
+		return err
+	}
+	return serr
+}
+
+// Delete closes the partition and removes its directory.
+func (p *Partition) Delete() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.Delete()
+}
+
+// snapshotName is the Kafka-style producer snapshot file for offset.
+func snapshotName(offset int64) string { return fmt.Sprintf("%020d.snapshot", offset) }
+
+// snapshotOffsets lists the offsets of snapshot files in dir, newest first.
+func snapshotOffsets(dir string) []int64 {
+	ents, _ := os.ReadDir(dir)
+	var offs []int64
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".snapshot")
+		if !ok {
+			continue
+		}
+		if n, err := strconv.ParseInt(name, 10, 64); err == nil {
+			offs = append(offs, n)
+		}
+	}
+	sort.Slice(offs, func(i, j int) bool { return offs[i] > offs[j] })
+	return offs
+}
+
+// snapshotLocked syncs the log (so the snapshot never covers data a crash
+// could take back), writes the producer state, and keeps the two newest
+// snapshots.
+func (p *Partition) snapshotLocked() error {
+	p.sinceSnapshot = 0
+	if err := p.log.Sync(); err != nil {
+		return err
+	}
+	end := p.log.End()
+	data := p.producers.Encode(end)
+	path := filepath.Join(p.dir, snapshotName(end))
+	if err := writeFileSync(path, data); err != nil {
+		return err
+	}
+	for i, off := range snapshotOffsets(p.dir) {
+		if i >= 2 {
+			os.Remove(filepath.Join(p.dir, snapshotName(off)))
+		}
+	}
+	return nil
+}
+
+func writeFileSync(path string, b []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

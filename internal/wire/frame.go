@@ -1,0 +1,57 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// ErrFrameTooLarge is returned by ReadFrame when a frame declares a negative
+// size or one over the limit (Kafka's socket.request.max.bytes); the
+// connection cannot be resynchronised and should be closed.
+var ErrFrameTooLarge = errors.New("wire: frame size out of range")
+
+// growChunk bounds what ReadFrame allocates ahead of the bytes that actually
+// arrived, so a peer that declares a large frame and stalls costs little.
+const growChunk = 64 << 10
+
+// ReadFrame reads one frame from r: a big-endian int32 size, then exactly
+// that many bytes, which it returns (a fresh slice the caller owns).
+//
+// The size is checked against max before anything is allocated: a negative
+// size or one above max returns an error wrapping ErrFrameTooLarge, having
+// read only the 4 size bytes. The buffer then grows with the data received,
+// at most growChunk or doubling ahead of it, rather than to the declared size
+// at once.
+//
+// ReadFrame returns io.EOF only when r ends cleanly before a frame starts,
+// io.ErrUnexpectedEOF when it ends inside one, and other errors from r as is.
+func ReadFrame(r io.Reader, max int32) ([]byte, error) {
+	var sizeBuf [4]byte
+	if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
+		return nil, err // io.EOF before any byte, io.ErrUnexpectedEOF after some
+	}
+	size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+	if size < 0 || size > max {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, size, max)
+	}
+	n := int(size)
+	buf := make([]byte, 0, min(n, growChunk))
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(n, 2*cap(buf)))
+			copy(grown, buf)
+			buf = grown
+		}
+		got, err := io.ReadFull(r, buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+got]
+		if err == io.EOF {
+			return nil, io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return buf, nil
+}

@@ -1,0 +1,110 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"runtime"
+	"testing"
+	"testing/iotest"
+)
+
+func sized(body []byte) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+}
+
+func TestReadFrame(t *testing.T) {
+	t.Parallel()
+	big := bytes.Repeat([]byte("0123456789"), 50_000) // crosses growChunk several times
+	stream := append(append(sized([]byte("hello")), sized(nil)...), sized(big)...)
+	// One byte at a time exercises every partial read.
+	r := iotest.OneByteReader(bytes.NewReader(stream))
+	for i, want := range [][]byte{[]byte("hello"), {}, big} {
+		got, err := ReadFrame(r, 1<<20)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("frame %d: %d bytes, %v; want %d bytes", i, len(got), err, len(want))
+		}
+	}
+	if _, err := ReadFrame(r, 1<<20); err != io.EOF {
+		t.Fatalf("after the last frame: %v, want io.EOF", err)
+	}
+}
+
+func TestReadFrameErrors(t *testing.T) {
+	t.Parallel()
+	readErr := errors.New("boom")
+	for _, tc := range []struct {
+		name string
+		r    io.Reader
+		max  int32
+		want error
+	}{
+		{"clean eof", bytes.NewReader(nil), 100, io.EOF},
+		{"eof in size", bytes.NewReader([]byte{0, 0}), 100, io.ErrUnexpectedEOF},
+		{"eof in body", bytes.NewReader(sized([]byte("hello"))[:7]), 100, io.ErrUnexpectedEOF},
+		{"eof right after size", bytes.NewReader([]byte{0, 0, 0, 5}), 100, io.ErrUnexpectedEOF},
+		{"negative size", bytes.NewReader([]byte{0xff, 0xff, 0xff, 0xfe, 1, 2}), 100, ErrFrameTooLarge},
+		{"over max", bytes.NewReader(sized(make([]byte, 101))), 100, ErrFrameTooLarge},
+		{"negative max", bytes.NewReader(sized(nil)), -1, ErrFrameTooLarge},
+		{"reader error", io.MultiReader(bytes.NewReader([]byte{0, 0, 0, 9, 1}), iotest.ErrReader(readErr)), 100, readErr},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := ReadFrame(tc.r, tc.max)
+			if !errors.Is(err, tc.want) || got != nil {
+				t.Fatalf("ReadFrame = %q, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+	// Exactly max is allowed.
+	if got, err := ReadFrame(bytes.NewReader(sized(make([]byte, 100))), 100); err != nil || len(got) != 100 {
+		t.Fatalf("frame of exactly max: %d, %v", len(got), err)
+	}
+}
+
+// zeros declares a frame of size bytes and then yields zeros lazily,
+// counting what was read, without ever holding the frame in memory.
+type zeros struct {
+	size   uint32
+	served int64
+	limit  int64 // the stream ends after limit bytes in all
+}
+
+func (z *zeros) Read(p []byte) (int, error) {
+	if z.served >= z.limit {
+		return 0, io.EOF
+	}
+	n := int(min(int64(len(p)), z.limit-z.served))
+	for i := range n {
+		p[i] = 0
+		if at := z.served + int64(i); at < 4 {
+			p[i] = byte(z.size >> (24 - 8*at))
+		}
+	}
+	z.served += int64(n)
+	return n, nil
+}
+
+// Not parallel: it measures the heap.
+func TestReadFrameNoAllocationForDeclaredSize(t *testing.T) {
+	// A declared 2 GiB - 1 over the limit is refused after the 4 size
+	// bytes, before any of the body is read.
+	z := &zeros{size: 1<<31 - 1, limit: 1 << 31}
+	if _, err := ReadFrame(z, 100<<20); !errors.Is(err, ErrFrameTooLarge) || z.served != 4 {
+		t.Fatalf("err %v after reading %d bytes; want ErrFrameTooLarge after 4", err, z.served)
+	}
+	// Allowed by the limit, but the peer sends 1 KiB and hangs up: the
+	// allocation follows the bytes that arrived, not the 1 GiB declared.
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	z = &zeros{size: 1 << 30, limit: 4 + 1024}
+	_, err := ReadFrame(z, 1<<31-1)
+	runtime.ReadMemStats(&after)
+	if err != io.ErrUnexpectedEOF {
+		t.Fatalf("err %v, want io.ErrUnexpectedEOF", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 4*growChunk {
+		t.Fatalf("allocated %d bytes for a 1 KiB partial frame", grew)
+	}
+}

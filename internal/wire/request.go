@@ -1,0 +1,86 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Header is a decoded request header.
+type Header struct {
+	Key           int16
+	Version       int16
+	CorrelationID int32
+	ClientID      *string // nil when the client sent a null client_id
+}
+
+var (
+	// ErrUnknownKey: kmsg knows no request with the header's api_key.
+	ErrUnknownKey = errors.New("wire: unknown api key")
+	// ErrUnsupportedVersion: the api_version is negative or above kmsg's
+	// MaxVersion for the key.
+	ErrUnsupportedVersion = errors.New("wire: unsupported api version")
+	// ErrMalformed: the header or body does not decode.
+	ErrMalformed = errors.New("wire: malformed request")
+)
+
+// Keys with header quirks.
+const (
+	keyControlledShutdown = 7  // v0 has request header v0: no client_id
+	keyApiVersions        = 18 // response header stays v0 at every version
+)
+
+// ParseRequest decodes one request frame (as returned by ReadFrame): the
+// request header (v1, v2 for flexible versions, v0 for ControlledShutdown v0)
+// and then the body with kmsg at the header's version. Flexibility is
+// kmsg's IsFlexible at that version; tagged fields in the header are skipped.
+//
+// Errors: for an api_key kmsg does not know, ErrUnknownKey; for a version it
+// does not support, ErrUnsupportedVersion. In both cases the returned Header
+// is filled (ClientID when it decodes), so the broker can answer ApiVersions
+// with UNSUPPORTED_VERSION or close the connection. Any other undecodable
+// input returns an error wrapping ErrMalformed. ParseRequest never panics.
+//
+// NB: byte fields of the request (Produce records, for one) alias frame.
+func ParseRequest(frame []byte) (Header, kmsg.Request, error) {
+	r := kbin.Reader{Src: frame}
+	h := Header{Key: r.Int16(), Version: r.Int16(), CorrelationID: r.Int32()}
+	if !r.Ok() {
+		return h, nil, fmt.Errorf("%w: %d byte frame, too short for a request header", ErrMalformed, len(frame))
+	}
+	if h.Key != keyControlledShutdown || h.Version != 0 {
+		h.ClientID = r.NullableString()
+	}
+	req := kmsg.RequestForKey(h.Key)
+	if req == nil {
+		return h, nil, fmt.Errorf("%w: %d", ErrUnknownKey, h.Key)
+	}
+	if h.Version < 0 || h.Version > req.MaxVersion() {
+		return h, nil, fmt.Errorf("%w: %s v%d, max v%d", ErrUnsupportedVersion, kmsg.NameForKey(h.Key), h.Version, req.MaxVersion())
+	}
+	if !r.Ok() {
+		return h, nil, fmt.Errorf("%w: %s v%d: truncated client_id", ErrMalformed, kmsg.NameForKey(h.Key), h.Version)
+	}
+	req.SetVersion(h.Version)
+	if req.IsFlexible() && !skipTags(&r) {
+		return h, nil, fmt.Errorf("%w: %s v%d: bad header tagged fields", ErrMalformed, kmsg.NameForKey(h.Key), h.Version)
+	}
+	if err := req.ReadFrom(r.Src); err != nil {
+		return h, nil, fmt.Errorf("%w: %s v%d body: %v", ErrMalformed, kmsg.NameForKey(h.Key), h.Version, err)
+	}
+	return h, req, nil
+}
+
+// skipTags consumes a tagged-field section (KIP-482): a uvarint count, then
+// per field a uvarint tag, a uvarint size and size bytes. The request header
+// defines no tags, so all are skipped. It reports whether the section decoded.
+func skipTags(r *kbin.Reader) bool {
+	n := r.Uvarint()
+	for i := uint32(0); i < n && r.Ok(); i++ {
+		r.Uvarint() // tag
+		r.Span(int(r.Uvarint()))
+	}
+	return r.Ok()
+}
