@@ -3,10 +3,12 @@ package broker
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kawa-broker/kawa/internal/group"
 	"github.com/kawa-broker/kawa/internal/wire"
 )
 
@@ -47,6 +49,15 @@ func (b *Broker) Handle(ctx context.Context, h wire.Header, req kmsg.Request) re
 		}
 	}
 	b.metrics.Requests.WithLabelValues(kmsg.NameForKey(h.Key)).Inc()
+	clientID := ""
+	if h.ClientID != nil {
+		clientID = *h.ClientID
+	}
+	host := wire.ClientAddr(ctx)
+	if i := strings.LastIndexByte(host, ':'); i > 0 {
+		host = host[:i]
+	}
+	ctx = group.WithClient(ctx, clientID, "/"+host)
 	return a.handle(b, ctx, req)
 }
 

@@ -254,4 +254,3 @@ func (b *Broker) applyTopicConfig(name string, tc config.Topic) {
 		p.SetConfig(tc.RetentionMs, tc.RetentionBytes, tc.SegmentBytes)
 	}
 }
-

@@ -206,4 +206,3 @@ func (b *Broker) createPartitions(rt kmsg.CreatePartitionsRequestTopic, validate
 	}
 	return nil
 }
-

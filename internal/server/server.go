@@ -125,7 +125,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			info:  &Conn{Remote: nc.RemoteAddr(), ID: s.nextID.Add(1)},
 			queue: make(chan pending, s.cfg.MaxInFlight),
 		}
-		c.ctx, c.cancel = context.WithCancel(context.Background())
+		c.ctx, c.cancel = context.WithCancel(wire.WithClientAddr(context.Background(), nc.RemoteAddr().String()))
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()
