@@ -31,6 +31,7 @@ func commands() []command {
 		{"topic", "create, list, describe or delete topics", runTopic},
 		{"produce", "write stdin lines to a topic, one record per line", runProduce},
 		{"consume", "print a topic's records, one per line", runConsume},
+		{"group", "list, describe, delete consumer groups or reset their offsets", runGroup},
 		{"bench", "measure produce and fetch throughput and latency", runBench},
 		{"version", "print the build version", runVersion},
 		{"help", "show help for kawa or a subcommand", runHelp},

@@ -48,8 +48,9 @@ type Partition struct {
 	mu            sync.Mutex
 	log           *log.Log
 	producers     *producer.State
-	sinceSnapshot int64 // bytes appended since the last snapshot
-	aborted       []AbortedTxn
+	sinceSnapshot int64        // bytes appended since the last snapshot
+	aborted       []AbortedTxn // sorted by LastOffset; persisted in txnindex.go
+	replaying     bool         // Open's log scan: index entries are re-derived, not appended
 	durableAlways bool
 
 	hw  atomic.Int64 // high watermark
@@ -245,7 +246,7 @@ func (p *Partition) WriteMarker(m producer.MarkerInfo, now time.Time) (int64, er
 func (p *Partition) applyMarkerLocked(m producer.MarkerInfo, off int64, now time.Time) {
 	first, had := p.producers.ApplyMarker(m, off, now)
 	if had && !m.Commit {
-		p.aborted = append(p.aborted, AbortedTxn{ProducerID: m.ProducerID, FirstOffset: first, LastOffset: off})
+		p.addAbortedLocked(AbortedTxn{ProducerID: m.ProducerID, FirstOffset: first, LastOffset: off}, !p.replaying)
 	}
 }
 
@@ -291,6 +292,12 @@ func (p *Partition) Read(offset int64, maxBytes int, isolation int8) (ReadResult
 	bs, err := p.log.ReadBytes(r)
 	if err != nil {
 		return res, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+	}
+	// Verify lengths and CRCs on the way out too (BL-25): bit rot after
+	// recovery is reported, never served. CRC-32C runs at memory speed.
+	if _, err := batch.Iterate(bs, nil); err != nil {
+		p.lg.Error("corrupt batch on read", "topic", p.Topic, "partition", p.Index, "offset", offset, "err", err)
+		return res, fmt.Errorf("%w: corrupt batch at or after offset %d: %v", kerr.KafkaStorageError, offset, err)
 	}
 	res.Records = bs
 	if isolation == ReadCommitted {
@@ -370,13 +377,8 @@ func (p *Partition) EnforceRetention(now time.Time) error {
 	_, err := p.log.EnforceRetention(now)
 	p.producers.AdvanceEndOffset(p.log.End())
 	start := p.log.Start()
-	kept := p.aborted[:0]
-	for _, a := range p.aborted {
-		if a.LastOffset >= start {
-			kept = append(kept, a)
-		}
-	}
-	p.aborted = kept
+	i := sort.Search(len(p.aborted), func(i int) bool { return p.aborted[i].LastOffset >= start })
+	p.aborted = p.aborted[i:]
 	return err
 }
 
@@ -436,6 +438,9 @@ func snapshotOffsets(dir string) []int64 {
 func (p *Partition) snapshotLocked() error {
 	p.sinceSnapshot = 0
 	if err := p.log.Sync(); err != nil {
+		return err
+	}
+	if err := p.writeTxnIndexLocked(); err != nil {
 		return err
 	}
 	end := p.log.End()

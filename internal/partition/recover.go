@@ -40,7 +40,20 @@ func (p *Partition) loadProducers(expiration time.Duration) error {
 		st = producer.NewState(expiration)
 	}
 	p.producers = st
-	if err := p.scanFrom(from, end); err != nil {
+	aborted, err := loadTxnIndex(p.dir, end)
+	if err != nil {
+		return err
+	}
+	p.aborted = aborted
+	p.replaying = true
+	err = p.scanFrom(from, end)
+	p.replaying = false
+	if err != nil {
+		return err
+	}
+	// Make the on-disk index match memory (entries found by the scan, the
+	// tail cut by recovery) before new entries are appended to it.
+	if err := p.writeTxnIndexLocked(); err != nil {
 		return err
 	}
 	p.producers.AdvanceEndOffset(end)
