@@ -3,6 +3,7 @@ package log
 import (
 	"context"
 	"fmt"
+	"github.com/kawa-broker/kawa/internal/vfs"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -157,7 +158,7 @@ func (l *Log) syncActive() error {
 	if err != nil || done {
 		return err
 	}
-	if err := s.log.Sync(); err != nil {
+	if err := vfs.DataSync(s.log); err != nil {
 		// NB: never retried: after a failed fsync the kernel may have dropped the dirty pages.
 		return c.fail(fmt.Errorf("log: fsync %s: %w", s.log.Name(), err))
 	}
