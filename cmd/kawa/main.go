@@ -32,7 +32,9 @@ func commands() []command {
 		{"produce", "write stdin lines to a topic, one record per line", runProduce},
 		{"consume", "print a topic's records, one per line", runConsume},
 		{"group", "list, describe, delete consumer groups or reset their offsets", runGroup},
+		{"producers", "describe idempotent/transactional producer state per partition", runProducers},
 		{"bench", "measure produce and fetch throughput and latency", runBench},
+		{"verify", "check delivery semantics under faults (loss, duplicates, aborted reads)", runVerify},
 		{"version", "print the build version", runVersion},
 		{"help", "show help for kawa or a subcommand", runHelp},
 	}

@@ -29,6 +29,9 @@ func runServe(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var cfg config.Broker
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:9092", "address to listen on")
+	// Node 1, as in Kafka's own quickstart (KRaft server.properties): client
+	// test suites (kafka-go's) assert broker ID 1 and treat node 0 as unset.
+	nodeID := fs.Int("node-id", 1, "this broker's node ID (node.id)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "kawa-data", "directory for topics, segments and state")
 	fs.StringVar(&cfg.AdvertisedHost, "advertised-host", "", "host advertised to clients (default: the listen host)")
 	fsync := fs.String("fsync", "always", "flush policy: always (fsync before acks=all is acknowledged), interval, never")
@@ -50,6 +53,10 @@ func runServe(args []string) error {
 		return serveFlagError{fmt.Errorf("--max-request-bytes must be between 1 and 1073741824")}
 	}
 	cfg.MaxRequestBytes = int32(*maxReq)
+	if *nodeID < 0 || *nodeID > 1<<31-1 {
+		return serveFlagError{fmt.Errorf("--node-id must be between 0 and 2147483647")}
+	}
+	cfg.NodeID = int32(*nodeID)
 	if *parts <= 0 {
 		return serveFlagError{fmt.Errorf("--num-partitions must be positive")}
 	}

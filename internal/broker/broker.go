@@ -21,6 +21,7 @@ import (
 	"github.com/kawa-broker/kawa/internal/meta"
 	"github.com/kawa-broker/kawa/internal/partition"
 	"github.com/kawa-broker/kawa/internal/producer"
+	"github.com/kawa-broker/kawa/internal/txn"
 )
 
 // Broker is one Kawa node. Create with Open, serve through Handle, stop with
@@ -36,6 +37,7 @@ type Broker struct {
 	pids    *producer.Allocator
 	metrics *Metrics
 	groups  *group.Coordinator
+	txn     *txn.Coordinator
 
 	mu    sync.RWMutex
 	parts map[string][]*partition.Partition
@@ -81,6 +83,10 @@ func Open(cfg config.Broker, host string, port int32, lg *slog.Logger, m *Metric
 		}
 	}
 	if err := b.openGroups(); err != nil {
+		b.Close()
+		return nil, err
+	}
+	if err := b.openTxn(); err != nil {
 		b.Close()
 		return nil, err
 	}
@@ -252,6 +258,9 @@ func (b *Broker) Close() error {
 	}
 	close(b.stop)
 	b.wg.Wait()
+	if b.txn != nil {
+		b.txn.Close() // before groups and partitions: it writes markers to both
+	}
 	if b.groups != nil {
 		b.groups.Close()
 	}

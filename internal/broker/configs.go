@@ -45,7 +45,9 @@ func (b *Broker) describeConfigs(r *kmsg.DescribeConfigsRequest, rr kmsg.Describ
 	res := kmsg.NewDescribeConfigsResponseResource()
 	res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
 	want := func(name string) bool {
-		if rr.ConfigNames == nil {
+		// NB: an empty list also means all (Kafka's ConfigHelper; kafkajs
+		// sends [] to describe every config).
+		if len(rr.ConfigNames) == 0 {
 			return true
 		}
 		for _, n := range rr.ConfigNames {

@@ -79,14 +79,24 @@ func (b *Broker) topicMetadata(t meta.Topic) kmsg.MetadataResponseTopic {
 	mt.Topic = &name
 	mt.TopicID = t.ID
 	mt.IsInternal = t.Internal
-	for i, live := range b.partitions(t.Name) {
+	parts := b.partitions(t.Name)
+	for i := range t.Partitions {
 		p := kmsg.NewMetadataResponseTopicPartition()
-		p.Partition = int32(i)
-		if live == nil {
+		p.Partition = i
+		p.Leader = b.cfg.NodeID
+		switch {
+		case int(i) >= len(parts):
+			// NB: the catalog entry is written before the partitions open
+			// (CreateTopics, CreatePartitions), so a concurrent Metadata
+			// can see the topic first. Listing it with no partitions made
+			// kafka-go's Writer divide by zero; Kafka answers a partition
+			// without a leader yet like this.
+			p.ErrorCode = kerr.LeaderNotAvailable.Code
+			p.Leader = -1
+		case parts[i] == nil:
 			p.ErrorCode = kerr.KafkaStorageError.Code
 			p.OfflineReplicas = []int32{b.cfg.NodeID}
 		}
-		p.Leader = b.cfg.NodeID
 		p.LeaderEpoch = 0
 		p.Replicas = []int32{b.cfg.NodeID}
 		p.ISR = []int32{b.cfg.NodeID}

@@ -18,7 +18,11 @@ import (
 // Behaviour: record batch v2 only (v3+). Each partition's records must be
 // exactly one batch; it is validated (length, magic, CRC-32C, record framing
 // and count; compressed batches are decompressed to check) and stored as
-// received with offsets assigned. Errors per partition: CORRUPT_MESSAGE,
+// received with offsets assigned. A transactional batch is verified first
+// (KIP-890 part 1, txn.go verifyTxnWrite): its partition must be in the
+// producer's Ongoing transaction, else INVALID_TXN_STATE (v3-v10) or
+// TRANSACTION_ABORTABLE (v11), so a delayed write can never land after its
+// transaction's marker. Errors per partition: CORRUPT_MESSAGE,
 // INVALID_RECORD, UNSUPPORTED_FOR_MESSAGE_FORMAT, MESSAGE_TOO_LARGE
 // (max.message.bytes), UNKNOWN_TOPIC_OR_PARTITION, and the idempotence codes
 // (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH; a duplicate is
@@ -62,7 +66,7 @@ func (b *Broker) produce(ctx context.Context, r *kmsg.ProduceRequest) reply {
 				spp.ErrorCode = kerr.InvalidRequiredAcks.Code
 				continue
 			}
-			p, res, err := b.appendPartition(rt.Topic, rp.Partition, rp.Records, now)
+			p, res, err := b.appendPartition(r, rt.Topic, rp.Partition, rp.Records, now)
 			if err != nil {
 				b.metrics.ProduceErrors.WithLabelValues(kerr.ErrorForCode(errCode(err)).Error()).Inc()
 				spp.ErrorCode = errCode(err)
@@ -103,8 +107,10 @@ func (b *Broker) produce(ctx context.Context, r *kmsg.ProduceRequest) reply {
 	}
 }
 
-// appendPartition validates one partition's records and appends them.
-func (b *Broker) appendPartition(topic string, idx int32, records []byte, now time.Time) (*partition.Partition, partition.AppendResult, error) {
+// appendPartition validates one partition's records and appends them. A
+// transactional batch is first verified with the transaction coordinator
+// (verifyTxnWrite), which holds its markers until the append is done.
+func (b *Broker) appendPartition(r *kmsg.ProduceRequest, topic string, idx int32, records []byte, now time.Time) (*partition.Partition, partition.AppendResult, error) {
 	t, ok := b.catalog.Get(topic)
 	if !ok {
 		return nil, partition.AppendResult{}, kerr.UnknownTopicOrPartition
@@ -123,6 +129,13 @@ func (b *Broker) appendPartition(topic string, idx int32, records []byte, now ti
 	}
 	if h.Control() {
 		return nil, partition.AppendResult{}, fmt.Errorf("%w: clients may not produce control batches", kerr.InvalidRecord)
+	}
+	if h.Transactional() {
+		release, err := b.verifyTxnWrite(r.TransactionID, r.Version, h.ProducerID, h.ProducerEpoch, topic, idx)
+		if err != nil {
+			return nil, partition.AppendResult{}, err
+		}
+		defer release()
 	}
 	res, err := p.Append(records, h, tc.TimestampType == "LogAppendTime", now)
 	if err != nil {

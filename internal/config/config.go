@@ -54,6 +54,9 @@ type Broker struct {
 	OffsetsRetention     time.Duration // offsets.retention.minutes
 	RetentionCheck       time.Duration // log.retention.check.interval.ms
 	MaxInFlight          int           // requests read ahead per connection
+
+	TxnMaxTimeout             time.Duration // transaction.max.timeout.ms (default 15 min)
+	TransactionalIDExpiration time.Duration // transactional.id.expiration.ms (default 7 days)
 }
 
 // WithDefaults returns b with unset fields set to Kawa's defaults (Kafka's
@@ -88,6 +91,12 @@ func (b Broker) WithDefaults() Broker {
 	}
 	if b.MaxInFlight <= 0 {
 		b.MaxInFlight = 100
+	}
+	if b.TxnMaxTimeout <= 0 {
+		b.TxnMaxTimeout = 15 * time.Minute
+	}
+	if b.TransactionalIDExpiration <= 0 {
+		b.TransactionalIDExpiration = 7 * 24 * time.Hour
 	}
 	b.DefaultTopic = b.DefaultTopic.withDefaults()
 	return b

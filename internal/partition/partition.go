@@ -322,8 +322,9 @@ func (p *Partition) abortedIn(from, to int64) []AbortedTxn {
 // ListOffset answers ListOffsets for one partition: timestamp -1 latest (HW,
 // or LSO for read_committed), -2 earliest, -3 max timestamp (KIP-734), -4
 // earliest local (KIP-405; same as earliest here), else the first offset
-// whose timestamp is >= ts. It returns offset -1 with timestamp -1 when no
-// record matches.
+// whose timestamp is >= ts. By timestamp and -3 it returns the matching
+// record's offset and timestamp; offset -1 with timestamp -1 when no record
+// matches.
 func (p *Partition) ListOffset(ts int64, isolation int8) (offset, timestamp int64) {
 	switch ts {
 	case -1:
@@ -338,10 +339,14 @@ func (p *Partition) ListOffset(ts int64, isolation int8) (offset, timestamp int6
 		if off < 0 || off >= p.hw.Load() {
 			return -1, -1
 		}
-		return off, mts
+		return p.recordForTime(off, mts)
 	}
 	off, ok := p.log.OffsetForTime(ts)
 	if !ok || off >= p.hw.Load() {
+		return -1, -1
+	}
+	// The log answers per batch; Kafka answers per record (offset_time.go).
+	if off, ts = p.recordForTime(off, ts); off >= p.hw.Load() {
 		return -1, -1
 	}
 	return off, ts
@@ -362,6 +367,9 @@ func (p *Partition) DeleteRecords(offset int64) (int64, error) {
 	if offset <= p.log.Start() {
 		return p.log.Start(), nil
 	}
+	if err := p.snapshotBeforeTruncateLocked(); err != nil {
+		return -1, fmt.Errorf("%w: producer snapshot: %v", kerr.KafkaStorageError, err)
+	}
 	if err := p.log.SetStart(offset); err != nil {
 		return -1, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
 	}
@@ -374,6 +382,12 @@ func (p *Partition) EnforceRetention(now time.Time) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.producers.Expire(now)
+	if err := p.snapshotBeforeTruncateLocked(); err != nil {
+		// NB: retention still runs, or a full disk would never free
+		// space; the state stays in memory, at risk only until the next
+		// snapshot succeeds.
+		p.lg.Warn("producer snapshot before retention failed", "topic", p.Topic, "partition", p.Index, "err", err)
+	}
 	_, err := p.log.EnforceRetention(now)
 	p.producers.AdvanceEndOffset(p.log.End())
 	start := p.log.Start()
@@ -430,6 +444,19 @@ func snapshotOffsets(dir string) []int64 {
 	}
 	sort.Slice(offs, func(i, j int) bool { return offs[i] > offs[j] })
 	return offs
+}
+
+// snapshotBeforeTruncateLocked writes a producer snapshot unless the newest
+// one already covers the log end. It runs before the log start may move:
+// recovery replays only the batches that are left, so without it a crash
+// after DeleteRecords or retention loses every producer whose batches were
+// deleted, and their retries are appended a second time (BL-03, BL-04
+// across a restart).
+func (p *Partition) snapshotBeforeTruncateLocked() error {
+	if offs := snapshotOffsets(p.dir); len(offs) > 0 && offs[0] == p.log.End() {
+		return nil
+	}
+	return p.snapshotLocked()
 }
 
 // snapshotLocked syncs the log (so the snapshot never covers data a crash

@@ -1,0 +1,33 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kawa-broker/kawa/internal/txn"
+)
+
+// AddOffsetsToTxn (key 25), versions 0-4.
+//
+// Behaviour: adds a consumer group to the producer's transaction (opening
+// it) once that is durable (txn.Coordinator.AddOffsets); the producer may
+// then stage the group's offsets with TxnOffsetCommit, and EndTxn commits or
+// drops them together with the transaction's records (KIP-98). Errors:
+// INVALID_GROUP_ID, INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED,
+// CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE.
+//
+// Version notes: PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2
+// (KIP-588). v3 is flexible. v4 (KIP-890) only signals that the client
+// understands TRANSACTION_ABORTABLE.
+func init() {
+	register(25, 0, 4, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
+		r := req.(*kmsg.AddOffsetsToTxnRequest)
+		return func() (kmsg.Response, error) {
+			resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+			err := b.txn.AddOffsets(ctx, r.TransactionalID, txn.ProducerIDEpoch{ProducerID: r.ProducerID, Epoch: r.ProducerEpoch}, r.Group)
+			resp.ErrorCode = txnCode(err, r.Version, 2)
+			return resp, nil
+		}
+	})
+}

@@ -1,0 +1,67 @@
+package broker
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kawa-broker/kawa/internal/txn"
+)
+
+// TxnOffsetCommit (key 28), versions 0-5.
+//
+// Behaviour: the transaction coordinator first verifies that the producer
+// holds the current epoch of its transactional.id and added the group to its
+// Ongoing transaction (AddOffsetsToTxn; KIP-890 part 1), and pins the
+// transaction so its end cannot overtake the staged offsets (BL-15); then the
+// group coordinator stages the offsets, with the KIP-447 generation and
+// member checks from v3 (group.Coordinator.TxnOffsetCommit). Verification
+// errors, for every partition: INVALID_PRODUCER_EPOCH (fenced),
+// INVALID_PRODUCER_ID_MAPPING, TRANSACTION_ABORTABLE (v5+; INVALID_TXN_STATE
+// before) when the group was not added, COORDINATOR_LOAD_IN_PROGRESS while
+// the transaction is ending or the coordinator is busy (clients retry).
+//
+// Version notes: v6 (topic IDs) is not advertised.
+func init() {
+	register(28, 0, 5, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
+		r := req.(*kmsg.TxnOffsetCommitRequest)
+		return later(func() kmsg.Response {
+			release, err := b.txn.PinGroup(r.TransactionalID, txn.ProducerIDEpoch{ProducerID: r.ProducerID, Epoch: r.ProducerEpoch}, r.Group)
+			if err != nil {
+				return txnOffsetCommitError(r, txnOffsetCommitCode(err, r.Version))
+			}
+			defer release()
+			return b.groups.TxnOffsetCommit(ctx, r)
+		})
+	})
+}
+
+func txnOffsetCommitCode(err error, version int16) int16 {
+	switch {
+	case errors.Is(err, kerr.ProducerFenced):
+		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, kerr.TransactionAbortable) && version < 5:
+		return kerr.InvalidTxnState.Code
+	case errors.Is(err, kerr.ConcurrentTransactions), errors.Is(err, kerr.CoordinatorNotAvailable):
+		return kerr.CoordinatorLoadInProgress.Code
+	}
+	return errCode(err)
+}
+
+// txnOffsetCommitError answers every partition of r with code.
+func txnOffsetCommitError(r *kmsg.TxnOffsetCommitRequest, code int16) *kmsg.TxnOffsetCommitResponse {
+	resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	for _, t := range r.Topics {
+		rt := kmsg.NewTxnOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}

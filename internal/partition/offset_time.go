@@ -1,0 +1,49 @@
+package partition
+
+import (
+	"github.com/kawa-broker/kawa/internal/batch"
+)
+
+// recordForTime narrows a batch-level ListOffsets answer to the record Kafka
+// returns: in the batch holding offset off, the first record at or above
+// max(off, log start) whose timestamp is >= ts, with that record's own
+// timestamp. The log only indexes batches (it never decodes records), so
+// this is the one place that does, and only for one batch per request.
+//
+// NB: a batch whose header promises a timestamp its records do not carry,
+// or one that cannot be read or decoded, keeps the batch-level answer
+// (off, ts) rather than failing the request.
+func (p *Partition) recordForTime(off, ts int64) (offset, timestamp int64) {
+	r, err := p.log.Read(off, 1, p.hw.Load())
+	if err != nil || len(r.Chunks) == 0 {
+		return off, ts
+	}
+	bs, err := p.log.ReadBytes(r)
+	if err != nil {
+		return off, ts
+	}
+	var first []byte
+	if _, err := batch.Iterate(bs, func(_ batch.Header, b []byte) bool { first = b; return false }); err != nil || first == nil {
+		return off, ts
+	}
+	h, err := batch.ParseHeader(first)
+	if err != nil {
+		return off, ts
+	}
+	recs, err := batch.Records(first)
+	if err != nil {
+		return off, ts
+	}
+	from := max(off, p.log.Start())
+	for _, rec := range recs {
+		o := h.BaseOffset + int64(rec.OffsetDelta)
+		t := h.FirstTimestamp + rec.TimestampDelta64
+		if h.LogAppendTime() {
+			t = h.MaxTimestamp // every record of a LogAppendTime batch carries the append time
+		}
+		if o >= from && t >= ts {
+			return o, t
+		}
+	}
+	return off, ts
+}

@@ -1,0 +1,296 @@
+package verify
+
+import (
+	"fmt"
+)
+
+// Check names an anomaly the checkers count.
+type Check string
+
+// The anomalies, in report order.
+const (
+	CheckLostWrite     Check = "lost-write"      // acknowledged write (committed, if transactional) missing from the log
+	CheckLostE2E       Check = "lost-e2e"        // record in the input log never processed end to end
+	CheckDupLog        Check = "dup-log"         // same id at two offsets of the log
+	CheckDupE2E        Check = "dup-e2e"         // same id processed twice end to end
+	CheckOrder         Check = "order"           // one producer's records out of order within a partition
+	CheckAbortedRead   Check = "aborted-read"    // read_committed returned a record of an aborted transaction
+	CheckTornTxn       Check = "torn-txn"        // a read_committed consumer saw part of a transaction, not the rest
+	CheckCommitAhead   Check = "commit-ahead"    // committed offset beyond what had been processed
+	CheckCommitPastEnd Check = "commit-past-end" // committed offset beyond the log end
+	CheckPastLSO       Check = "read-past-lso"   // read_committed returned a record at or past the LSO, or before its commit was asked for
+	CheckRecords       Check = "records"         // records that made it end to end (must be > 0)
+)
+
+// AllChecks lists the checks in report order.
+var AllChecks = []Check{CheckLostWrite, CheckLostE2E, CheckDupLog, CheckDupE2E, CheckOrder,
+	CheckAbortedRead, CheckTornTxn, CheckCommitAhead, CheckCommitPastEnd, CheckPastLSO, CheckRecords}
+
+// Expect is what a semantic promises about an anomaly.
+type Expect string
+
+// Expectations.
+const (
+	ExpectZero     Expect = "0"   // the guarantee: any occurrence fails the semantic
+	ExpectAny      Expect = "any" // allowed by the semantic; counted to show the checker sees it
+	ExpectNA       Expect = "n/a" // the semantic's workload cannot produce it
+	ExpectPositive Expect = ">0"  // progress: at least one record
+)
+
+// Expectations is the semantic × anomaly matrix. at-most-once may lose but
+// never duplicates; at-least-once may duplicate but never loses;
+// exactly-once does neither and adds the read_committed checks. Every
+// semantic must keep one producer's order (none retries out of order) and
+// must never commit past the log end.
+func Expectations(sem Semantic, c Check) Expect {
+	switch c {
+	case CheckRecords:
+		return ExpectPositive
+	case CheckOrder, CheckCommitPastEnd:
+		return ExpectZero
+	case CheckAbortedRead, CheckTornTxn, CheckPastLSO:
+		if sem == ExactlyOnce {
+			return ExpectZero
+		}
+		return ExpectNA
+	case CheckLostWrite, CheckLostE2E, CheckCommitAhead:
+		if sem == AtMostOnce {
+			return ExpectAny
+		}
+		return ExpectZero
+	case CheckDupLog, CheckDupE2E:
+		if sem == AtLeastOnce {
+			return ExpectAny
+		}
+		return ExpectZero
+	}
+	return ExpectNA
+}
+
+// maxExamples is how many concrete examples a finding keeps.
+const maxExamples = 3
+
+// Finding is one cell of the report: a semantic's count of one anomaly.
+type Finding struct {
+	Semantic Semantic `json:"semantic"`
+	Check    Check    `json:"check"`
+	Expected Expect   `json:"expected"`
+	Observed int      `json:"observed"`
+	Pass     bool     `json:"pass"`
+	Examples []string `json:"examples,omitempty"`
+}
+
+// tally counts one anomaly and keeps its first examples.
+type tally struct {
+	n        int
+	examples []string
+}
+
+func (t *tally) add(format string, args ...any) {
+	t.n++
+	if len(t.examples) < maxExamples {
+		t.examples = append(t.examples, fmt.Sprintf(format, args...))
+	}
+}
+
+// Check runs every checker over a history for each semantic.
+func CheckHistory(plan *Plan, events []Event, sems []Semantic) (findings []Finding, records int) {
+	ix := newIndex(plan, events)
+	for _, sem := range sems {
+		for _, c := range AllChecks {
+			t := ix.run(c, sem)
+			exp := Expectations(sem, c)
+			findings = append(findings, Finding{Semantic: sem, Check: c, Expected: exp, Observed: t.n,
+				Pass: pass(exp, t.n), Examples: t.examples})
+		}
+	}
+	return findings, ix.recordsChecked()
+}
+
+func pass(e Expect, n int) bool {
+	switch e {
+	case ExpectZero:
+		return n == 0
+	case ExpectPositive:
+		return n > 0
+	}
+	return true
+}
+
+// run dispatches one checker.
+func (ix *index) run(c Check, sem Semantic) tally {
+	switch c {
+	case CheckLostWrite:
+		return ix.lostWrites(sem)
+	case CheckLostE2E:
+		return ix.lostE2E(sem)
+	case CheckDupLog:
+		return ix.dupLog(sem)
+	case CheckDupE2E:
+		return ix.dupE2E(sem)
+	case CheckOrder:
+		return ix.order(sem)
+	case CheckAbortedRead:
+		return ix.abortedReads(sem)
+	case CheckTornTxn:
+		return ix.tornTxns(sem)
+	case CheckCommitAhead:
+		return ix.commitAhead(sem)
+	case CheckCommitPastEnd:
+		return ix.commitPastEnd(sem)
+	case CheckPastLSO:
+		return ix.pastLSO(sem)
+	case CheckRecords:
+		return ix.endToEnd(sem)
+	}
+	return tally{}
+}
+
+// lostWrites: an acknowledged non-transactional write must be in the
+// read_uncommitted scan; an acknowledged write of a committed transaction
+// must be in the read_committed scan.
+func (ix *index) lostWrites(sem Semantic) tally {
+	var t tally
+	for _, a := range ix.acks {
+		if ix.sem(a.Topic) != sem {
+			continue
+		}
+		if a.Txn == "" {
+			if _, ok := ix.ruIDs[idKey{a.Topic, a.ID}]; !ok {
+				t.add("%s acknowledged at %s/%d@%d by %s, not in the log", a.ID, a.Topic, a.Part, a.Off, a.W)
+			}
+			continue
+		}
+		if tx := ix.txns[a.Txn]; tx != nil && tx.committed && ix.rcKeys[recKey{a.Topic, a.ID, a.Txn}] == 0 {
+			t.add("%s of committed txn %s acknowledged at %s/%d@%d, not visible read_committed", a.ID, a.Txn, a.Topic, a.Part, a.Off)
+		}
+	}
+	return t
+}
+
+// lostE2E: every record in a queue's log must have been processed by its
+// group; every record in the pipeline's input must appear, committed, in
+// its output.
+func (ix *index) lostE2E(sem Semantic) tally {
+	var t tally
+	out := ix.plan.topicOf(sem, RoleOut)
+	for _, e := range ix.scanRU {
+		if ix.sem(e.Topic) != sem || !isWorkloadID(e.ID) {
+			continue
+		}
+		switch ix.role(e.Topic) {
+		case RoleQueue:
+			if len(ix.procs[idKey{e.Topic, e.ID}]) == 0 {
+				t.add("%s at %s/%d@%d never processed", e.ID, e.Topic, e.Part, e.Off)
+			}
+		case RoleIn:
+			if !ix.inRC(out, e.ID) {
+				t.add("%s at %s/%d@%d never in committed output %s", e.ID, e.Topic, e.Part, e.Off, out)
+			}
+		}
+	}
+	return t
+}
+
+// inRC reports whether the read_committed scan of topic has id under any
+// transaction.
+func (ix *index) inRC(topic, id string) bool {
+	return len(ix.rcIDs(topic)[id]) > 0
+}
+
+// rcIDs returns id → offsets of the read_committed scan of topic, built
+// once per topic.
+func (ix *index) rcIDs(topic string) map[string][]*Event {
+	if ix.rcByTopic == nil {
+		ix.rcByTopic = map[string]map[string][]*Event{}
+	}
+	m, ok := ix.rcByTopic[topic]
+	if !ok {
+		m = map[string][]*Event{}
+		for _, e := range ix.scanRC {
+			if e.Topic == topic {
+				m[e.ID] = append(m[e.ID], e)
+			}
+		}
+		ix.rcByTopic[topic] = m
+	}
+	return m
+}
+
+// isWorkloadID reports whether id was written by a workload (not the fence
+// or a foreign record).
+func isWorkloadID(id string) bool {
+	_, _, ok := splitID(id)
+	return ok
+}
+
+// dupLog: an id written once by its producer must sit at one offset. Queue
+// and pipeline-input topics are checked read_uncommitted; transactional
+// topics read_committed (aborted copies are not duplicates).
+func (ix *index) dupLog(sem Semantic) tally {
+	var t tally
+	for _, tpl := range ix.plan.Topics {
+		if tpl.Semantic != sem {
+			continue
+		}
+		switch tpl.Role {
+		case RoleQueue, RoleIn:
+			for _, e := range ix.scanRU {
+				if e.Topic != tpl.Name || !isWorkloadID(e.ID) {
+					continue
+				}
+				if offs := ix.ruIDs[idKey{e.Topic, e.ID}]; len(offs) > 1 && offs[0].off == e.Off && offs[0].part == e.Part {
+					t.add("%s at %s", e.ID, fmtOffsets(offs))
+				}
+			}
+		case RoleTxn:
+			ids := ix.rcIDs(tpl.Name)
+			for _, id := range sortedKeys(ids) {
+				if evs := ids[id]; len(evs) > 1 && isWorkloadID(id) {
+					t.add("%s at %s", id, fmtEvents(evs))
+				}
+			}
+		}
+	}
+	return t
+}
+
+// dupE2E: a queue record processed by more than one proc event, or a
+// pipeline input id present more than once in the committed output.
+func (ix *index) dupE2E(sem Semantic) tally {
+	var t tally
+	for _, e := range ix.scanRU {
+		if ix.sem(e.Topic) != sem || ix.role(e.Topic) != RoleQueue {
+			continue
+		}
+		k := idKey{e.Topic, e.ID}
+		ps := ix.procs[k]
+		if len(ps) > 1 && ix.ruIDs[k][0].off == e.Off && ix.ruIDs[k][0].part == e.Part {
+			t.add("%s processed %d times: %s", e.ID, len(ps), fmtProcs(ps))
+		}
+	}
+	if out := ix.plan.topicOf(sem, RoleOut); out != "" {
+		ids := ix.rcIDs(out)
+		for _, id := range sortedKeys(ids) {
+			if evs := ids[id]; len(evs) > 1 {
+				t.add("%s in committed output %d times: %s", id, len(evs), fmtEvents(evs))
+			}
+		}
+	}
+	return t
+}
+
+// endToEnd counts records that made it through: processed queue records,
+// or pipeline output records visible read_committed.
+func (ix *index) endToEnd(sem Semantic) tally {
+	var t tally
+	for k := range ix.procs {
+		if ix.sem(k.topic) == sem && ix.role(k.topic) == RoleQueue {
+			t.n++
+		}
+	}
+	if out := ix.plan.topicOf(sem, RoleOut); out != "" {
+		t.n += len(ix.rcIDs(out))
+	}
+	return t
+}

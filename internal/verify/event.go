@@ -1,0 +1,204 @@
+package verify
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Kind names what an Event records. The values are the "k" field of the
+// JSON history, so they are part of the file format.
+type Kind string
+
+// Event kinds. Workers emit send through drained; the controller emits fault
+// and, after the run, scan, end and group.
+const (
+	KindSend    Kind = "send"     // about to produce ID to Topic (Txn set inside a transaction)
+	KindAck     Kind = "ack"      // the broker acknowledged ID at Part/Off; Lat is µs since send
+	KindFail    Kind = "fail"     // the produce of ID failed with Err (it may still be in the log)
+	KindProc    Kind = "proc"     // a group member processed ID at Part/Off in generation Gen
+	KindRead    Kind = "read"     // a reader (isolation Iso) returned ID at Part/Off; LSO from the same fetch
+	KindCommit  Kind = "commit"   // offset commit of Part/Off by W in generation Gen; Err if it failed
+	KindTxnEnd  Kind = "txn-end"  // W is about to end Txn; Commit says whether it asked to commit
+	KindTxnDone Kind = "txn-done" // Txn ended: Commit=true committed, false aborted; Err = outcome unknown
+	KindStart   Kind = "start"    // worker W started
+	KindExit    Kind = "exit"     // worker W exited; Err says why when it was not asked to stop
+	KindDrained Kind = "drained"  // reader W read every partition up to the end-of-run fence
+	KindFault   Kind = "fault"    // fault Fault on W from T to End (unix ns)
+	KindScan    Kind = "scan"     // end-of-run scan (isolation Iso) found ID at Part/Off
+	KindEnd     Kind = "end"      // end-of-run log end offset Off of Topic/Part (the fence excluded)
+	KindGroup   Kind = "group"    // end-of-run committed offset Off of group W on Topic/Part
+)
+
+// Event is one line of the history. Times are unix nanoseconds taken on the
+// same host, so events of different processes can be ordered by T.
+type Event struct {
+	T      int64  `json:"t"`
+	Kind   Kind   `json:"k"`
+	W      string `json:"w,omitempty"`  // worker instance, or group name for KindGroup
+	ID     string `json:"id,omitempty"` // record id: "<producer instance>:<seq>"
+	Topic  string `json:"tp,omitempty"`
+	Part   int32  `json:"p,omitempty"`
+	Off    int64  `json:"o,omitempty"`
+	Txn    string `json:"x,omitempty"`   // transaction tag: "<worker instance>/<n>"
+	Iso    string `json:"iso,omitempty"` // "rc" read_committed, "ru" read_uncommitted
+	Gen    int32  `json:"g,omitempty"`
+	LSO    int64  `json:"lso,omitempty"`
+	Lat    int64  `json:"lat,omitempty"`
+	Commit bool   `json:"c,omitempty"`
+	Err    string `json:"err,omitempty"`
+	Fault  string `json:"f,omitempty"`
+	End    int64  `json:"end,omitempty"`
+}
+
+// Isolation level names used in events.
+const (
+	ReadCommitted   = "rc"
+	ReadUncommitted = "ru"
+)
+
+// fenceID is the id of the end-of-run fence records; checkers skip it.
+const fenceID = "fence"
+
+// recordValue encodes what a record carries: its id and, when written in a
+// transaction, the transaction tag.
+func recordValue(id, txn string) []byte {
+	if txn == "" {
+		return []byte(id)
+	}
+	return []byte(id + "@" + txn)
+}
+
+// parseValue is the inverse of recordValue.
+func parseValue(v []byte) (id, txn string) {
+	s := string(v)
+	if i := strings.IndexByte(s, '@'); i >= 0 {
+		return s[:i], s[i+1:]
+	}
+	return s, ""
+}
+
+// recordID is "<producer instance>:<seq>".
+func recordID(producer string, seq int64) string {
+	return producer + ":" + strconv.FormatInt(seq, 10)
+}
+
+// splitID returns the producer instance and sequence of a record id; ok is
+// false for ids not made by recordID (the fence, foreign records).
+func splitID(id string) (producer string, seq int64, ok bool) {
+	i := strings.LastIndexByte(id, ':')
+	if i <= 0 {
+		return "", 0, false
+	}
+	n, err := strconv.ParseInt(id[i+1:], 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return id[:i], n, true
+}
+
+// History collects every event of a run, in arrival order, and optionally
+// streams each as a JSON line to a file. It is safe for concurrent use.
+type History struct {
+	mu     sync.Mutex
+	events []Event
+	out    *bufio.Writer
+	strs   map[string]string // interned topic and worker names
+
+	acked     atomic.Int64
+	processed atomic.Int64
+}
+
+// NewHistory returns an empty history that also writes JSON lines to w
+// (nil: memory only).
+func NewHistory(w io.Writer) *History {
+	h := &History{strs: make(map[string]string)}
+	if w != nil {
+		h.out = bufio.NewWriterSize(w, 1<<16)
+	}
+	return h
+}
+
+// Add appends events.
+func (h *History) Add(evs ...Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, e := range evs {
+		e.Topic = h.internLocked(e.Topic)
+		e.W = h.internLocked(e.W)
+		h.events = append(h.events, e)
+		switch e.Kind {
+		case KindAck:
+			h.acked.Add(1)
+		case KindProc:
+			h.processed.Add(1)
+		}
+		if h.out != nil {
+			b, _ := json.Marshal(e)
+			h.out.Write(b)
+			h.out.WriteByte('\n')
+		}
+	}
+}
+
+func (h *History) internLocked(s string) string {
+	if s == "" {
+		return s
+	}
+	if v, ok := h.strs[s]; ok {
+		return v
+	}
+	h.strs[s] = s
+	return s
+}
+
+// Events returns the events so far. Events are only ever appended, so the
+// returned slice stays valid; it must not be modified.
+func (h *History) Events() []Event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.events[:len(h.events):len(h.events)]
+}
+
+// Len is the number of events so far.
+func (h *History) Len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.events)
+}
+
+// Acked is the number of ack events so far.
+func (h *History) Acked() int64 { return h.acked.Load() }
+
+// Processed is the number of proc events so far.
+func (h *History) Processed() int64 { return h.processed.Load() }
+
+// Flush writes buffered JSON lines to the file.
+func (h *History) Flush() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.out == nil {
+		return nil
+	}
+	return h.out.Flush()
+}
+
+// ReadHistory decodes a JSON-lines history. A torn last line (a worker killed
+// mid-write) is skipped, as the controller does when it reads a pipe.
+func ReadHistory(r io.Reader) ([]Event, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	var out []Event
+	for sc.Scan() {
+		var e Event
+		if json.Unmarshal(sc.Bytes(), &e) != nil {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out, sc.Err()
+}

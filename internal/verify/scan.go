@@ -1,0 +1,201 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// admin is the controller's own client, for setup and the end-of-run steps.
+type admin struct {
+	cl  *kgo.Client
+	adm *kadm.Client
+}
+
+func newAdmin(brokers []string) (*admin, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ClientID("kawa-verify-controller"),
+		kgo.MetadataMinAge(250*time.Millisecond), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		return nil, err
+	}
+	return &admin{cl: cl, adm: kadm.NewClient(cl)}, nil
+}
+
+func (a *admin) close() { a.cl.Close() }
+
+// createTopics creates the plan's topics with the broker's default
+// replication factor.
+func (a *admin) createTopics(ctx context.Context, plan *Plan) error {
+	for _, t := range plan.Topics {
+		resp, err := a.adm.CreateTopic(ctx, t.Partitions, -1, nil, t.Name)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("create topic %s: %w", t.Name, err)
+		}
+	}
+	return nil
+}
+
+// stallTimeout is how long a group's committed offsets may stand still
+// before waitDrained stops waiting for it (a workload the broker refuses,
+// say, never commits at all).
+const stallTimeout = 10 * time.Second
+
+// waitDrained waits until every group has committed up to the end of its
+// input topic, a group stalls, or ctx ends; it returns the groups that did
+// not get there.
+func (a *admin) waitDrained(ctx context.Context, groups []GroupPlan) []string {
+	type state struct {
+		sum   int64
+		moved time.Time
+	}
+	st := map[string]*state{}
+	for _, g := range groups {
+		st[g.Name] = &state{sum: -1, moved: time.Now()}
+	}
+	var pending, gaveUp []GroupPlan
+	pending = append(pending, groups...)
+	for len(pending) > 0 {
+		var still []GroupPlan
+		for _, g := range pending {
+			done, sum := a.groupCaughtUp(ctx, g)
+			s := st[g.Name]
+			if sum != s.sum {
+				s.sum, s.moved = sum, time.Now()
+			}
+			switch {
+			case done:
+			case time.Since(s.moved) >= stallTimeout:
+				gaveUp = append(gaveUp, g)
+			default:
+				still = append(still, g)
+			}
+		}
+		pending = still
+		if len(pending) > 0 && !sleepCtx(ctx, 250*time.Millisecond) {
+			break
+		}
+	}
+	return names(append(gaveUp, pending...))
+}
+
+func names(gs []GroupPlan) []string {
+	var out []string
+	for _, g := range gs {
+		out = append(out, g.Name)
+	}
+	return out
+}
+
+// groupCaughtUp reports whether g committed up to the end of every
+// non-empty partition, and the sum of its committed offsets (to see it move).
+func (a *admin) groupCaughtUp(ctx context.Context, g GroupPlan) (bool, int64) {
+	ends, err := a.adm.ListEndOffsets(ctx, g.Topic)
+	if err != nil || ends.Error() != nil {
+		return false, -1
+	}
+	committed, err := a.adm.FetchOffsets(ctx, g.Name)
+	if err != nil {
+		return false, -1
+	}
+	ok, sum := true, int64(0)
+	ends.Each(func(e kadm.ListedOffset) {
+		c, found := committed.Lookup(e.Topic, e.Partition)
+		if found {
+			sum += c.At
+		}
+		if e.Offset > 0 && (!found || c.At < e.Offset) {
+			ok = false
+		}
+	})
+	return ok, sum
+}
+
+// endOffsets emits the log end offset of every partition and the committed
+// offsets of every group.
+func (a *admin) endOffsets(ctx context.Context, plan *Plan, emit Emit) error {
+	var topics []string
+	for _, t := range plan.Topics {
+		topics = append(topics, t.Name)
+	}
+	ends, err := a.adm.ListEndOffsets(ctx, topics...)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("list end offsets: %w", err)
+	}
+	var evs []Event
+	ends.Each(func(e kadm.ListedOffset) {
+		evs = append(evs, Event{Kind: KindEnd, Topic: e.Topic, Part: e.Partition, Off: e.Offset})
+	})
+	for _, g := range plan.Groups {
+		offs, err := a.adm.FetchOffsets(ctx, g.Name)
+		if err != nil {
+			return fmt.Errorf("fetch offsets of %s: %w", g.Name, err)
+		}
+		offs.Each(func(o kadm.OffsetResponse) {
+			evs = append(evs, Event{Kind: KindGroup, W: g.Name, Topic: o.Topic, Part: o.Partition, Off: o.At})
+		})
+	}
+	emit(evs...)
+	return nil
+}
+
+// writeFences appends a fence record to every partition of every topic; the
+// readers and the final scan read until they have seen all of them. A
+// read_committed reader sees a fence only once every transaction before it
+// has ended, which is itself a check that the LSO moves.
+func (a *admin) writeFences(ctx context.Context, plan *Plan) error {
+	var recs []*kgo.Record
+	for _, t := range plan.Topics {
+		for p := range t.Partitions {
+			recs = append(recs, &kgo.Record{Topic: t.Name, Partition: p, Value: []byte(fenceID)})
+		}
+	}
+	return a.cl.ProduceSync(ctx, recs...).FirstErr()
+}
+
+// finalScan reads every topic read_uncommitted and the transactional ones
+// read_committed, up to the fences, emitting scan events.
+func finalScan(ctx context.Context, brokers []string, plan *Plan, emit Emit) error {
+	var all, txn []string
+	parts := int32(0)
+	for _, t := range plan.Topics {
+		all = append(all, t.Name)
+		if t.Role == RoleTxn || t.Role == RoleOut {
+			txn = append(txn, t.Name)
+		}
+		parts = t.Partitions // NewPlan gives every topic the same count
+	}
+	if err := scanUntilFence(ctx, brokers, all, parts, ReadUncommitted, emit); err != nil {
+		return err
+	}
+	if len(txn) == 0 {
+		return nil
+	}
+	return scanUntilFence(ctx, brokers, txn, parts, ReadCommitted, emit)
+}
+
+func scanUntilFence(ctx context.Context, brokers, topics []string, parts int32, iso string, emit Emit) error {
+	drained := false
+	err := readUntilFence(ctx, brokers, topics, parts, iso, "scan-"+iso, KindScan, func(evs ...Event) {
+		stamp(evs)
+		for i := range evs {
+			evs[i].W = "scan-" + iso
+			drained = drained || evs[i].Kind == KindDrained
+		}
+		emit(evs...)
+	})
+	if err == nil && !drained {
+		err = fmt.Errorf("final %s scan did not reach the fences: %w", iso, ctx.Err())
+	}
+	return err
+}
