@@ -33,6 +33,7 @@ func commands() []command {
 		{"consume", "print a topic's records, one per line", runConsume},
 		{"group", "list, describe, delete consumer groups or reset their offsets", runGroup},
 		{"producers", "describe idempotent/transactional producer state per partition", runProducers},
+		{"txn", "list, describe or abort transactions; bench transactional produce", runTxn},
 		{"bench", "measure produce and fetch throughput and latency", runBench},
 		{"verify", "check delivery semantics under faults (loss, duplicates, aborted reads)", runVerify},
 		{"version", "print the build version", runVersion},

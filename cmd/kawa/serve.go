@@ -33,7 +33,7 @@ func runServe(args []string) error {
 	// test suites (kafka-go's) assert broker ID 1 and treat node 0 as unset.
 	nodeID := fs.Int("node-id", 1, "this broker's node ID (node.id)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "kawa-data", "directory for topics, segments and state")
-	fs.StringVar(&cfg.AdvertisedHost, "advertised-host", "", "host advertised to clients (default: the listen host)")
+	fs.StringVar(&cfg.AdvertisedHost, "advertised-host", "", "host advertised to clients (default: the listen host; localhost for 127.0.0.1 when localhost resolves only there)")
 	fsync := fs.String("fsync", "always", "flush policy: always (fsync before acks=all is acknowledged), interval, never")
 	fs.DurationVar(&cfg.FsyncInterval, "fsync-interval", time.Second, "fsync period for --fsync=interval")
 	maxReq := fs.Int("max-request-bytes", 100<<20, "largest request frame accepted; larger ones close the connection")
@@ -83,6 +83,8 @@ func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.
 	host, portStr, _ := net.SplitHostPort(ln.Addr().String())
 	if cfg.AdvertisedHost != "" {
 		host = cfg.AdvertisedHost
+	} else {
+		host = loopbackName(host, net.LookupHost)
 	}
 	port, _ := strconv.Atoi(portStr)
 
@@ -148,3 +150,25 @@ type serveFlagError struct{ err error }
 
 func (u serveFlagError) Error() string { return u.err.Error() }
 func (u serveFlagError) Unwrap() error { return u.err }
+
+// loopbackName returns "localhost" for a 127.0.0.1 listener when every
+// address "localhost" resolves to is 127.0.0.1, else host unchanged. Kafka's
+// quickstart broker advertises localhost:9092, and client test suites
+// (kafka-go's dialer, controller and coordinator tests) assert that name;
+// where localhost also resolves to ::1, which Kawa does not listen on, the
+// IP is kept so no client tries an address that refuses it.
+func loopbackName(host string, lookup func(string) ([]string, error)) string {
+	if host != "127.0.0.1" {
+		return host
+	}
+	addrs, err := lookup("localhost")
+	if err != nil || len(addrs) == 0 {
+		return host
+	}
+	for _, a := range addrs {
+		if a != "127.0.0.1" {
+			return host
+		}
+	}
+	return "localhost"
+}

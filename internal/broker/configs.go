@@ -45,8 +45,8 @@ func (b *Broker) describeConfigs(r *kmsg.DescribeConfigsRequest, rr kmsg.Describ
 	res := kmsg.NewDescribeConfigsResponseResource()
 	res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
 	want := func(name string) bool {
-		// NB: an empty list also means all (Kafka's ConfigHelper; kafkajs
-		// sends [] to describe every config).
+		// NB: an empty list also means all, as in Kafka's ConfigHelper;
+		// codecs whose default is an empty list (not null) send it.
 		if len(rr.ConfigNames) == 0 {
 			return true
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kawa-broker/kawa/internal/partition"
+	"github.com/kawa-broker/kawa/internal/wire"
 )
 
 // Fetch (key 1), versions 4-12.
@@ -43,7 +44,10 @@ func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 		if stop || n >= int(r.MinBytes) || !time.Now().Before(deadline) || ctx.Err() != nil {
 			return resp
 		}
-		waitAny(ctx, wakes, time.Until(deadline))
+		if !waitAny(ctx, wakes, time.Until(deadline)) {
+			resp, _, _ := b.fetchOnce(r)
+			return resp
+		}
 	}
 }
 
@@ -59,21 +63,25 @@ func (b *Broker) fetchWakes(r *kmsg.FetchRequest) []<-chan struct{} {
 	return out
 }
 
-// waitAny blocks until one wake channel closes, d passes or ctx ends.
-func waitAny(ctx context.Context, wakes []<-chan struct{}, d time.Duration) {
+// waitAny blocks until one wake channel closes, d passes or ctx ends. It
+// returns false when the poll should end now (ctx done, the connection
+// stopped reading or the server is shutting down).
+func waitAny(ctx context.Context, wakes []<-chan struct{}, d time.Duration) bool {
 	if d <= 0 {
-		return
+		return true
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	cases := make([]reflect.SelectCase, 0, len(wakes)+2)
 	cases = append(cases,
 		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(t.C)},
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())})
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(wire.PollDone(ctx))})
 	for _, w := range wakes {
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w)})
 	}
-	reflect.Select(cases)
+	chosen, _, _ := reflect.Select(cases)
+	return chosen != 1 && chosen != 2
 }
 
 // fetchOnce reads every requested partition once. stop reports a partition

@@ -106,7 +106,15 @@ func (b *Broker) openGroups() error {
 	b.groups = group.New(group.Config{
 		OffsetsRetention: b.cfg.OffsetsRetention,
 		TopicExists:      func(topic string, part int32) bool { return b.partition(topic, part) != nil },
-		Logger:           b.lg,
+		TopicName: func(id [16]byte) (string, bool) {
+			t, ok := b.catalog.ByID(id)
+			return t.Name, ok
+		},
+		TopicID: func(name string) ([16]byte, bool) {
+			t, ok := b.catalog.Get(name)
+			return t.ID, ok
+		},
+		Logger: b.lg,
 	}, offsetsStore{p: p})
 	if err := b.groups.Load(recs); err != nil {
 		return fmt.Errorf("broker: load groups: %w", err)

@@ -10,14 +10,14 @@ import (
 // (internal/group); this file only maps keys and versions to it. Behaviour
 // and KIPs are documented on the coordinator's methods.
 //
-// Versions: OffsetCommit 2-9, OffsetFetch 1-9, JoinGroup 0-9, Heartbeat
-// 0-4, LeaveGroup 0-5, SyncGroup 0-5, DescribeGroups 0-5, ListGroups 0-5,
+// Versions: OffsetCommit 2-10, OffsetFetch 1-10 (v10: topic IDs), JoinGroup
+// 0-9, Heartbeat 0-4, LeaveGroup 0-5, SyncGroup 0-5, DescribeGroups 0-6, ListGroups 0-5,
 // DeleteGroups 0-2, OffsetDelete 0, TxnOffsetCommit (txn.go).
 func init() {
-	register(8, 2, 9, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
+	register(8, 2, 10, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
 		return later(func() kmsg.Response { return b.groups.OffsetCommit(ctx, req.(*kmsg.OffsetCommitRequest)) })
 	})
-	register(9, 1, 9, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
+	register(9, 1, 10, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
 		return later(func() kmsg.Response { return b.groups.OffsetFetch(ctx, req.(*kmsg.OffsetFetchRequest)) })
 	})
 	register(11, 0, 9, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
@@ -32,7 +32,7 @@ func init() {
 	register(14, 0, 5, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
 		return later(func() kmsg.Response { return b.groups.SyncGroup(ctx, req.(*kmsg.SyncGroupRequest)) })
 	})
-	register(15, 0, 5, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
+	register(15, 0, 6, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
 		return later(func() kmsg.Response { return b.groups.DescribeGroups(ctx, req.(*kmsg.DescribeGroupsRequest)) })
 	})
 	register(16, 0, 5, func(b *Broker, ctx context.Context, req kmsg.Request) reply {

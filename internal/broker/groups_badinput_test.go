@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/kawa-broker/kawa/internal/kawatest"
 )
@@ -107,7 +108,7 @@ func TestGroupBadRequests(t *testing.T) {
 	t.Parallel()
 	k := kawatest.NewBroker(t)
 	k.CreateTopic("t", 1, nil)
-	cl := k.Client()
+	cl := k.Client(kgo.MaxVersions(kversion.V4_0_0())) // raw requests name topics: OffsetCommit/Fetch v10 need topic IDs
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 

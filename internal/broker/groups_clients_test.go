@@ -53,6 +53,9 @@ func TestGroupSaramaAndKcat(t *testing.T) {
 		produceValues(t, k, topic, p, perPartition)
 	}
 	groupWait(t, 20*time.Second, "every record consumed", func() bool { return seen.count() == partitions*perPartition })
+	// kcat's autocommit timer stays at librdkafka's 5 s (kcat's -X sets the
+	// topic-level auto.commit.interval.ms); its close commits and leaves.
+	stopKcat()
 	groupWait(t, 10*time.Second, "committed offsets at the end offsets", func() bool {
 		got := fetchCommitted(t, k.Client(), group, topic, 0, 1, 2, 3, 4, 5)
 		for p := int32(0); p < partitions; p++ {
@@ -62,8 +65,10 @@ func TestGroupSaramaAndKcat(t *testing.T) {
 		}
 		return true
 	})
-	stopKcat()
 	stopSarama()
+	if g := describeGroup(t, adm, group); g.State != "Empty" {
+		t.Errorf("after both left the group is %s, want Empty", g.State)
+	}
 
 	seen.mu.Lock()
 	defer seen.mu.Unlock()
@@ -126,6 +131,8 @@ func startSaramaMember(t *testing.T, ctx context.Context, addr, group, topic str
 	cfg.Consumer.Group.Heartbeat.Interval = groupHeartbeat
 	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
 	cfg.Consumer.Offsets.AutoCommit.Interval = 100 * time.Millisecond
+	cfg.Consumer.Group.Rebalance.Retry.Backoff = 100 * time.Millisecond
+	cfg.Consumer.MaxWaitTime = 100 * time.Millisecond
 	cg, err := sarama.NewConsumerGroup([]string{addr}, group, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -155,12 +162,12 @@ func startSaramaMember(t *testing.T, ctx context.Context, addr, group, topic str
 	return stop
 }
 
-// startKcatMember runs `kcat -G` printing "partition offset" per message,
-// committing automatically every 100 ms.
+// startKcatMember runs `kcat -G` printing "partition offset" per message
+// (librdkafka autocommits, and commits on close).
 func startKcatMember(t *testing.T, kcat, addr, group, topic string, seen *seenSet) (stop func()) {
 	cmd := exec.Command(kcat, "-b", addr, "-G", group, topic, "-q", "-u", "-f", "%p %o\n",
 		"-X", "client.id=kcat-member", "-X", "partition.assignment.strategy=cooperative-sticky",
-		"-X", "auto.offset.reset=earliest", "-X", "enable.auto.commit=true", "-X", "auto.commit.interval.ms=100",
+		"-X", "auto.offset.reset=earliest", "-X", "enable.auto.commit=true", "-X", "fetch.wait.max.ms=100",
 		"-X", fmt.Sprintf("session.timeout.ms=%d", groupSession.Milliseconds()),
 		"-X", fmt.Sprintf("heartbeat.interval.ms=%d", groupHeartbeat.Milliseconds()))
 	var stderr strings.Builder

@@ -61,7 +61,9 @@ type deliveryRun struct {
 // deliveryScenario runs the first consumer (commit before or after
 // processing each poll of ≤10 records) until it processed half of its fifth
 // batch, crashes it, then drains the partition with a second consumer of the
-// same group using the same strategy.
+// same group using the same strategy. Both carry one group.instance.id: the
+// second is the crashed process restarted, and takes over at once instead
+// of after the session timeout (TestGroupKilledMember covers that path).
 func deliveryScenario(t *testing.T, commitFirst bool) deliveryRun {
 	k := kawatest.NewBroker(t)
 	const topic, group = "d", "g"
@@ -70,7 +72,7 @@ func deliveryScenario(t *testing.T, commitFirst bool) deliveryRun {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var run deliveryRun
-	opts := append(memberOpts(group, topic), kgo.DisableAutoCommit())
+	opts := append(memberOpts(group, topic), kgo.DisableAutoCommit(), kgo.InstanceID("consumer-1"))
 
 	a := newCrashable(t, k.Addr, opts...)
 	run.first = map[int64]bool{}

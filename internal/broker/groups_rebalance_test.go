@@ -40,6 +40,7 @@ func TestGroupKilledMember(t *testing.T) {
 		groupWait(t, 20*time.Second, s.name+": the victim's partitions to resume elsewhere", func() bool {
 			return s.led.resumedAll(s.moved, s.killedAt)
 		})
+		s.noticed = s.led.reassignedAfter(s.moved, s.killedAt)
 	}
 	time.Sleep(300 * time.Millisecond) // keep producing a little after the rebalance
 	for _, s := range scs {
@@ -57,6 +58,7 @@ type killScenario struct {
 	members  []*loopMember
 	moved    []int32 // the victim's partitions when it was killed
 	killedAt time.Time
+	noticed  time.Time // first reassignment of a moved partition
 }
 
 func startKillScenario(t *testing.T, name string, balancer kgo.GroupBalancer) *killScenario {
@@ -80,7 +82,7 @@ func (s *killScenario) kill() {
 // finish stops the producer, waits until every acknowledged record was
 // processed, stops the members and checks the ledger.
 func (s *killScenario) finish(t *testing.T) {
-	noticed := s.led.reassignedAfter(s.moved, s.killedAt)
+	noticed := s.noticed
 	acked := s.prod.stop(t)
 	led := s.led
 	groupWait(t, 20*time.Second, s.name+": every acknowledged record processed", func() bool { return led.covers(acked) })

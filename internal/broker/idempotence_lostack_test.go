@@ -128,21 +128,24 @@ func TestLostAcksFranzGo(t *testing.T) {
 	defer cancel()
 	acked := make([]int64, n)
 	var wg sync.WaitGroup
-	var firstErr atomic.Value
+	var mu sync.Mutex
+	var firstErr error
 	for i := range n {
 		wg.Add(1)
 		r := &kgo.Record{Partition: int32(i % parts), Value: []byte(fmt.Sprintf("v-%d", i))}
 		cl.Produce(ctx, r, func(r *kgo.Record, err error) {
 			defer wg.Done()
-			if err != nil {
-				firstErr.CompareAndSwap(nil, err)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && firstErr == nil {
+				firstErr = err
 			}
 			acked[i] = r.Offset
 		})
 	}
 	wg.Wait()
-	if err, _ := firstErr.Load().(error); err != nil {
-		t.Fatalf("produce failed: %v", err)
+	if firstErr != nil {
+		t.Fatalf("produce failed: %v", firstErr)
 	}
 	if seen.Load() <= 15 {
 		t.Fatalf("only %d produce responses crossed the proxy; the test needs more than 15", seen.Load())

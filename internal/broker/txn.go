@@ -170,6 +170,9 @@ func (b *Broker) verifyTxnWrite(txnID *string, version int16, producerID int64, 
 		return nil, fmt.Errorf("%w: transactional records need the request's transactional.id", kerr.TransactionalIDAuthorizationFailed)
 	}
 	release, err := b.txn.Pin(*txnID, txn.ProducerIDEpoch{ProducerID: producerID, Epoch: epoch}, txn.TopicPartition{Topic: topic, Partition: idx})
+	if err != nil {
+		b.lg.Debug("transactional write refused", "transactional_id", *txnID, "producer_id", producerID, "epoch", epoch, "topic", topic, "partition", idx, "err", err)
+	}
 	switch {
 	case err == nil:
 		return release, nil

@@ -176,8 +176,11 @@ type pair struct {
 	client, upstream net.Conn
 	closeOnce        sync.Once
 
+	// pending maps correlation ID to request until answered or dropped.
+	// NB: requests that get no answer (acks=0 Produce) stay until the
+	// connection closes; a test connection sends few enough.
 	mu      sync.Mutex
-	pending map[int32]reqInfo // by correlation ID, until answered or dropped
+	pending map[int32]reqInfo
 }
 
 func (c *pair) close() {

@@ -208,7 +208,11 @@ func (c *conn) remove() {
 func (c *conn) readLoop() {
 	defer c.s.wg.Done()
 	defer close(c.queue)
-	ctx := c.ctx
+	// Long polls end when reading ends (EOF, error or shutdown); replies
+	// already queued still complete.
+	pollDone := make(chan struct{})
+	defer close(pollDone)
+	ctx := wire.WithPollDone(c.ctx, pollDone)
 	r := bufio.NewReaderSize(c.nc, 64<<10)
 	for {
 		frame, err := wire.ReadFrame(r, c.s.cfg.MaxRequestBytes)

@@ -245,6 +245,8 @@ func (c *Coordinator) transitLocked(t *txn, pending State, next Metadata) error 
 	t.notifyLocked()
 	if err != nil {
 		c.lg.Warn("transaction state write failed", "transactional_id", t.id, "to", next.State, "err", err)
+	} else {
+		c.lg.Debug("transaction state", "transactional_id", t.id, "state", next.State, "producer_id", next.ProducerID, "epoch", next.Epoch, "partitions", len(next.Partitions))
 	}
 	return err
 }

@@ -75,7 +75,7 @@ func TestDelayedProduceAfterAbortRefused(t *testing.T) {
 					t.Fatal(codeName(code))
 				}
 			}
-			if c, u := direct.latest(topic, 0, readCommitted), direct.latest(topic, 0, readUncommitted); c != 3 || u != 3 {
+			if c, u := direct.settled(topic, 0, 3); c != 3 || u != 3 {
 				t.Fatalf("LSO %d HW %d, want 3 and 3 (marker, n1, n2)", c, u)
 			}
 			if v := readAll(t, k, topic, true, 2); !slices.Equal(v, []string{"n1", "n2"}) {

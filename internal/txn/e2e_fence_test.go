@@ -68,7 +68,7 @@ func TestSecondProducerFencesFirst(t *testing.T) {
 	}
 	waitVisible(t, k, topic, []string{"new-1", "new-2", "new-3"})
 	for p := int32(0); p < 2; p++ {
-		if c, u := r.latest(topic, p, readCommitted), r.latest(topic, p, readUncommitted); c != u {
+		if c, u := r.settled(topic, p, -1); c != u {
 			t.Fatalf("partition %d: LSO %d below HW %d: something stayed unstable", p, c, u)
 		}
 	}
@@ -138,7 +138,7 @@ func TestTimeoutAbortsAndFences(t *testing.T) {
 	if code != 0 || p2.id != p.id || p2.epoch <= p.epoch {
 		t.Fatalf("InitProducerId(P, e): %s %d/%d", codeName(code), p2.id, p2.epoch)
 	}
-	if c, u := r.latest(topic, 0, readCommitted), r.latest(topic, 0, readUncommitted); c != 2 || u != 2 {
+	if c, u := r.settled(topic, 0, 2); c != 2 || u != 2 {
 		t.Fatalf("LSO %d HW %d, want 2 and 2", c, u)
 	}
 	if v := readAll(t, k, topic, true, -1); len(v) != 0 {
@@ -235,7 +235,7 @@ func TestWriteToPartitionNotAdded(t *testing.T) {
 	}
 	r11.waitState(id, "CompleteAbort")
 	for part := int32(0); part < 2; part++ {
-		c, u := r11.latest(topic, part, readCommitted), r11.latest(topic, part, readUncommitted)
+		c, u := r11.settled(topic, part, -1)
 		if c != u || (part == 1 && u != 0) {
 			t.Fatalf("partition %d: LSO %d HW %d", part, c, u)
 		}

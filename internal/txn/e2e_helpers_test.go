@@ -239,6 +239,39 @@ func (r *raw) latest(topic string, part int32, isolation int8) int64 {
 	return sp.Offset
 }
 
+// settled returns read_committed and read_uncommitted latest once they are
+// equal (nothing unstable) and, if want >= 0, equal to want; or their last
+// values after 5 s. NB: the partition moves its high watermark and LSO
+// asynchronously after an acks=all answer and after a marker is durable, so
+// an immediate read may lag; with want < 0 the values must also hold for
+// 20 ms.
+func (r *raw) settled(topic string, part int32, want int64) (lso, hw int64) {
+	r.t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		lso, hw = r.latest(topic, part, 1), r.latest(topic, part, 0)
+		ok := lso == hw && (want < 0 || hw == want)
+		if ok && want < 0 {
+			sleepMs(20)
+			ok = r.latest(topic, part, 1) == lso && r.latest(topic, part, 0) == hw
+		}
+		if ok || time.Now().After(deadline) {
+			return lso, hw
+		}
+		sleepMs(2)
+	}
+}
+
+// waitHW waits until read_uncommitted latest reaches want.
+func (r *raw) waitHW(topic string, part int32, want int64) {
+	r.t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); r.latest(topic, part, 0) < want; {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%s-%d: HW never reached %d", topic, part, want)
+		}
+		sleepMs(2)
+	}
+}
+
 // fetch reads topic/part from offset with isolation (no waiting).
 func (r *raw) fetch(topic string, part int32, offset int64, isolation int8) kmsg.FetchResponseTopicPartition {
 	r.t.Helper()

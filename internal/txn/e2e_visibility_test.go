@@ -32,8 +32,8 @@ func TestAbortAcrossPartitionsThenCommit(t *testing.T) {
 	for p := int32(0); p < 3; p++ {
 		// Each partition: its records of both transactions plus two markers.
 		n := int64(map[int32]int{0: 2, 1: 1, 2: 1}[p] + 1 + 2)
-		if got := r.latest(topic, p, readCommitted); got != n {
-			t.Errorf("partition %d: read_committed latest %d, want %d", p, got, n)
+		if c, u := r.settled(topic, p, n); c != n || u != n {
+			t.Errorf("partition %d: latest read_committed %d read_uncommitted %d, want %d", p, c, u, n)
 		}
 	}
 }
@@ -58,6 +58,7 @@ func TestReadCommittedStopsAtLSO(t *testing.T) {
 	if code, off := r.produce(&id, p, topic, 0, 0, "A"); code != 0 || off != 5 {
 		t.Fatalf("txn produce: %s at %d", codeName(code), off)
 	}
+	r.waitHW(topic, 0, 6)
 	f := r.fetch(topic, 0, 0, readCommitted)
 	got := decode(t, f)
 	if f.ErrorCode != 0 || f.LastStableOffset != 5 || f.HighWatermark != 6 || !slices.Equal(got.values, []string{"0", "1", "2", "3", "4"}) {
@@ -155,8 +156,7 @@ func TestAbortedOffsetsCountOnce(t *testing.T) {
 	cl := txnClient(t, k, name("tx"))
 	produceTxn(t, cl, topic, 1, false, "x", "y", "z")
 	r := newRaw(t, k, nil)
-	r.waitLSO(topic, 0, 4)
-	if c, u := r.latest(topic, 0, readCommitted), r.latest(topic, 0, readUncommitted); c != 4 || u != 4 {
+	if c, u := r.settled(topic, 0, 4); c != 4 || u != 4 {
 		t.Fatalf("latest: read_committed %d read_uncommitted %d, want 4 and 4", c, u)
 	}
 	// The consumer's position after draining is 4, past the marker: the

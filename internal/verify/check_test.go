@@ -105,6 +105,13 @@ func TestCheckOneAnomalyEach(t *testing.T) {
 		},
 		want: "exactly-once/torn-txn", example: "eos-rrc.1 saw 1 of 2 records of txn eos-t0.1/1",
 	}, {
+		name: "final scan saw half of a transaction whose commit outcome is unknown",
+		mutate: func(b *builder) {
+			b.find(func(e *Event) bool { return e.Kind == KindTxnDone && e.Txn == "eos-t0.1/1" }).Err = "i/o timeout"
+			b.remove(func(e *Event) bool { return e.Kind == KindScan && e.Iso == ReadCommitted && e.ID == "eos-t0.1:2" })
+		},
+		want: "exactly-once/torn-txn", example: "final scan saw 1 of 2 records of txn eos-t0.1/1",
+	}, {
 		name: "commit before processing",
 		mutate: func(b *builder) {
 			b.add(Event{T: 1, Kind: KindCommit, W: "alo-c0.1", Topic: "kv-t-alo", Part: 0, Off: 2, Gen: 1})

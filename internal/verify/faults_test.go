@@ -1,0 +1,85 @@
+package verify
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestScheduleReproducible(t *testing.T) {
+	t.Parallel()
+	kinds := []FaultKind{FaultKill, FaultClientCrash}
+	a := Schedule(1, kinds, time.Minute, 13*time.Second)
+	b := Schedule(1, kinds, time.Minute, 13*time.Second)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("same seed, different schedules:\n%v\n%v", a, b)
+	}
+	if reflect.DeepEqual(a, Schedule(2, kinds, time.Minute, 13*time.Second)) {
+		t.Fatal("seeds 1 and 2 gave the same schedule")
+	}
+	if len(a) == 0 {
+		t.Fatal("empty schedule")
+	}
+	var last time.Duration
+	seen := map[FaultKind]bool{}
+	for _, f := range a {
+		if f.At < 6*time.Second || f.At >= 48*time.Second {
+			t.Errorf("fault at %v, outside [6s, 48s)", f.At)
+		}
+		if f.At <= last {
+			t.Errorf("fault at %v not after the previous at %v", f.At, last)
+		}
+		last = f.At + f.Dur
+		seen[f.Kind] = true
+		if f.Kind == FaultKill && (f.Dur < 200*time.Millisecond || f.Dur > 2*time.Second) {
+			t.Errorf("kill down time %v", f.Dur)
+		}
+	}
+	if !seen[FaultKill] || !seen[FaultClientCrash] {
+		t.Errorf("kinds seen %v, want both", seen)
+	}
+}
+
+func TestSchedulePauseOutlastsTimeouts(t *testing.T) {
+	t.Parallel()
+	for _, f := range Schedule(7, []FaultKind{FaultPause}, 2*time.Minute, 13*time.Second) {
+		if f.Kind != FaultPause || f.Dur != 13*time.Second {
+			t.Errorf("fault %+v, want pause of 13s", f)
+		}
+	}
+}
+
+func TestScheduleNone(t *testing.T) {
+	t.Parallel()
+	if s := Schedule(1, nil, time.Minute, time.Second); s != nil {
+		t.Errorf("schedule without kinds: %v", s)
+	}
+}
+
+func TestParseFaults(t *testing.T) {
+	t.Parallel()
+	got, err := ParseFaults("kill, client-crash")
+	if err != nil || !reflect.DeepEqual(got, []FaultKind{FaultKill, FaultClientCrash}) {
+		t.Errorf("ParseFaults = %v, %v", got, err)
+	}
+	if got, err := ParseFaults("none"); got != nil || err != nil {
+		t.Errorf("none = %v, %v", got, err)
+	}
+	if got, _ := ParseFaults("all"); len(got) != 5 {
+		t.Errorf("all = %v", got)
+	}
+	if _, err := ParseFaults("kill,meteor"); err == nil {
+		t.Error("unknown fault accepted")
+	}
+}
+
+func TestParseSemantics(t *testing.T) {
+	t.Parallel()
+	got, err := ParseSemantics("exactly-once,at-most-once,exactly-once")
+	if err != nil || !reflect.DeepEqual(got, []Semantic{ExactlyOnce, AtMostOnce}) {
+		t.Errorf("ParseSemantics = %v, %v", got, err)
+	}
+	if _, err := ParseSemantics("maybe-once"); err == nil {
+		t.Error("unknown semantic accepted")
+	}
+}

@@ -1,0 +1,130 @@
+package verify
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// TestMain lets the test binary act as a worker process: the process
+// launcher re-executes it with KAWA_VERIFY_WORKER=1 and the spec argument,
+// as `kawa verify worker SPEC` does in the real binary.
+func TestMain(m *testing.M) {
+	if os.Getenv("KAWA_VERIFY_WORKER") == "1" {
+		if err := WorkerMain(os.Args[1:], os.Stdin, os.Stdout); err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// kfakeBroker starts franz-go's in-process fake broker: the "second
+// Kafka-compatible broker" verify must work against.
+func kfakeBroker(t *testing.T) []string {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()
+}
+
+// checkRun asserts what every clean run against a correct broker shows.
+func checkRun(t *testing.T, res *Result, hist *bytes.Buffer) {
+	t.Helper()
+	var table bytes.Buffer
+	res.WriteTable(&table)
+	t.Log("\n" + table.String())
+	if !res.Pass() {
+		t.Fatalf("violations %+v", res.Violations())
+	}
+	if res.Records == 0 || res.Events == 0 {
+		t.Fatalf("records %d, events %d", res.Records, res.Events)
+	}
+	evs, err := ReadHistory(hist)
+	if err != nil || len(evs) != res.Events {
+		t.Fatalf("history file has %d events (%v), result says %d", len(evs), err, res.Events)
+	}
+	committed, aborted := 0, 0
+	for _, e := range evs {
+		if e.Kind == KindTxnDone && e.Err == "" {
+			if e.Commit {
+				committed++
+			} else {
+				aborted++
+			}
+		}
+	}
+	if committed == 0 || aborted == 0 {
+		t.Errorf("transactions: %d committed, %d aborted; the exactly-once checks need both", committed, aborted)
+	}
+}
+
+func TestRunAgainstKfakeInproc(t *testing.T) {
+	t.Parallel()
+	var hist bytes.Buffer
+	res, err := Run(context.Background(), Config{
+		Semantics: AllSemantics, Faults: []FaultKind{FaultClientCrash}, Duration: 3 * time.Second, Seed: 1,
+		Brokers: kfakeBroker(t), Launcher: InprocLauncher{}, Rate: 100, History: &hist,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRun(t, res, &hist)
+	if res.FaultsInjected == 0 {
+		t.Error("no fault injected")
+	}
+}
+
+func TestRunAgainstKfakeProcesses(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs, hist bytes.Buffer
+	res, err := Run(context.Background(), Config{
+		Semantics: []Semantic{ExactlyOnce}, Faults: []FaultKind{FaultClientCrash}, Duration: 4 * time.Second, Seed: 2,
+		Brokers: kfakeBroker(t), Rate: 100, History: &hist,
+		Launcher: &ProcLauncher{Log: &syncWriter{w: &logs}, Command: func(spec string) *exec.Cmd {
+			cmd := exec.Command(exe, spec)
+			cmd.Env = append(os.Environ(), "KAWA_VERIFY_WORKER=1")
+			return cmd
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRun(t, res, &hist)
+	killed := 0
+	for _, e := range res.FaultLog {
+		if e.Fault == string(FaultClientCrash) && e.W != "" && e.Err == "" {
+			killed++
+		}
+	}
+	if killed == 0 {
+		t.Errorf("no worker process was killed: %+v", res.FaultLog)
+	}
+}
+
+// syncWriter serialises writes from several worker log pumps.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
+}
