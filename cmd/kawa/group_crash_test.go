@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // groupMember joins group on topic (range, 6 s session) and polls until
@@ -215,7 +216,8 @@ type commitStorm struct {
 }
 
 func startCommitStorm(t *testing.T, addr, topic string) *commitStorm {
-	cl := newClient(t, addr, kgo.RequestRetries(0), kgo.RetryTimeout(time.Second))
+	// Raw commits name the topic, so stay below OffsetCommit v10 (topic IDs).
+	cl := newClient(t, addr, kgo.RequestRetries(0), kgo.RetryTimeout(time.Second), kgo.MaxVersions(kversion.V4_0_0()))
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &commitStorm{cancel: cancel, done: make(chan struct{})}
 	s.cond = sync.NewCond(&s.mu)

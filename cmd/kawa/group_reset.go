@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -152,6 +153,11 @@ func resetOffsets(ctx context.Context, adm *kadm.Client, group string, specs top
 	d, err := described.On(group, nil)
 	if err == nil {
 		err = d.Err
+	}
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		// DescribeGroups v6+ (KIP-1043) reports a group that does not exist
+		// this way; older versions answer Dead. Both may be given offsets.
+		d.State, err = "Dead", nil
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", group, err)

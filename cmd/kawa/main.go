@@ -95,7 +95,7 @@ func mainUsage() string {
 	var b strings.Builder
 	b.WriteString("usage: kawa <subcommand> [flags]\n\nsubcommands:\n")
 	for _, c := range commands() {
-		fmt.Fprintf(&b, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(&b, "  %-9s %s\n", c.name, c.summary)
 	}
 	b.WriteString("\nRun 'kawa help <subcommand>' or 'kawa <subcommand> -h' for its flags.\n")
 	return b.String()

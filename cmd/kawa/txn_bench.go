@@ -20,13 +20,15 @@ import (
 // one producer writes --record-size records round-robin over --partitions
 // partitions as fast as it can; a transactional cell commits every
 // --commit-every interval (records are sent asynchronously until the
-// interval ends, then EndTransaction flushes and commits).
+// interval ends, then Flush and EndTransaction commit). The plain cell runs
+// before and after the transactional ones; ratios are against their mean.
 type txnBench struct {
 	brokers, topic string
 	partitions     int32
 	recordSize     int
 	intervals      []time.Duration
 	duration       time.Duration
+	warmup         time.Duration
 	json           bool
 }
 
@@ -45,7 +47,7 @@ type txnCell struct {
 }
 
 func runTxnBench(args []string, stdout io.Writer) error {
-	fs := newFlagSet("txn bench", "kawa txn bench [--topic T] [--partitions 8] [--record-size 1024] [--commit-every 10ms,100ms,1s] [--duration 5s] [--json]")
+	fs := newFlagSet("txn bench", "kawa txn bench [--topic T] [--partitions 8] [--record-size 1024] [--commit-every 10ms,100ms,1s] [--duration 5s] [--warmup 2s] [--json]")
 	b := &txnBench{}
 	brokers := brokersFlag(fs)
 	fs.StringVar(&b.topic, "topic", "txn-bench", "topic to write (created if missing)")
@@ -53,6 +55,7 @@ func runTxnBench(args []string, stdout io.Writer) error {
 	fs.IntVar(&b.recordSize, "record-size", 1024, "value size in bytes")
 	every := fs.String("commit-every", "10ms,100ms,1s", "comma-separated commit intervals, one transactional cell each")
 	fs.DurationVar(&b.duration, "duration", 5*time.Second, "measured time per cell")
+	fs.DurationVar(&b.warmup, "warmup", 2*time.Second, "unmeasured plain writes before the first cell")
 	fs.BoolVar(&b.json, "json", false, "print one JSON object per cell")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -78,21 +81,38 @@ func (b *txnBench) run(w io.Writer) error {
 	if err := b.ensureTopic(); err != nil {
 		return err
 	}
-	plain, err := b.cell(0)
+	// Warm up (connections, page cache, segment files), then measure plain
+	// before and after the transactional cells: the baseline is their mean,
+	// so drift during the run shows instead of skewing the ratios.
+	if _, err := b.cell(0, b.warmup); err != nil {
+		return fmt.Errorf("warmup: %w", err)
+	}
+	before, err := b.cell(0, b.duration)
 	if err != nil {
 		return fmt.Errorf("plain cell: %w", err)
 	}
-	cells := []txnCell{plain}
+	var cells []txnCell
 	for _, d := range b.intervals {
-		c, err := b.cell(d)
+		c, err := b.cell(d, b.duration)
 		if err != nil {
 			return fmt.Errorf("commit every %v: %w", d, err)
 		}
-		if plain.RecordsS > 0 {
-			c.VsPlain = roundTo(c.RecordsS/plain.RecordsS, 3)
-		}
 		cells = append(cells, c)
 	}
+	after, err := b.cell(0, b.duration)
+	if err != nil {
+		return fmt.Errorf("plain cell: %w", err)
+	}
+	base := (before.RecordsS + after.RecordsS) / 2
+	for i := range cells {
+		if base > 0 {
+			cells[i].VsPlain = roundTo(cells[i].RecordsS/base, 3)
+		}
+	}
+	return b.report(w, append(append([]txnCell{before}, cells...), after))
+}
+
+func (b *txnBench) report(w io.Writer, cells []txnCell) error {
 	for _, c := range cells {
 		if b.json {
 			if err := writeJSON(w, c); err != nil {
@@ -130,9 +150,12 @@ func (b *txnBench) ensureTopic() error {
 
 // cell measures one configuration: every > 0 commits a transaction each
 // interval, 0 writes without transactions.
-func (b *txnBench) cell(every time.Duration) (txnCell, error) {
+func (b *txnBench) cell(every, duration time.Duration) (txnCell, error) {
 	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(b.brokers, ",")...), kgo.DefaultProduceTopic(b.topic),
-		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks())}
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()),
+		// ~1 MiB buffered at most (all cells alike), so a transaction's
+		// final Flush is short and its length close to the interval.
+		kgo.MaxBufferedRecords(max(1, (1<<20)/b.recordSize))}
 	if every > 0 {
 		opts = append(opts, kgo.TransactionalID(fmt.Sprintf("kawa-txn-bench-%d", time.Now().UnixNano())))
 	}
@@ -152,10 +175,10 @@ func (b *txnBench) cell(every time.Duration) (txnCell, error) {
 		}
 		acked.Add(1)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), b.duration+30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), duration+30*time.Second)
 	defer cancel()
 	start := time.Now()
-	end := start.Add(b.duration)
+	end := start.Add(duration)
 	var txns, committed int64
 	for time.Now().Before(end) {
 		if every > 0 {

@@ -98,15 +98,13 @@ func Open(topic string, index int32, dir string, o Options) (*Partition, error) 
 func (p *Partition) onDurable(end int64) { p.advance(end) }
 
 // advance raises the HW to end (never lowers it), recomputes the LSO and
-// wakes fetch waiters.
+// wakes fetch waiters. Both are stored under mu, HW first, so a reader that
+// loads the LSO before the HW never sees LSO > HW.
 func (p *Partition) advance(end int64) {
-	for {
-		cur := p.hw.Load()
-		if end <= cur || p.hw.CompareAndSwap(cur, end) {
-			break
-		}
-	}
 	p.mu.Lock()
+	if end > p.hw.Load() {
+		p.hw.Store(end)
+	}
 	p.updateLSOLocked()
 	p.mu.Unlock()
 	p.notify()
@@ -222,6 +220,12 @@ func (p *Partition) WaitDurable(ctx context.Context, end int64) error {
 	if err := p.log.WaitDurable(ctx, end); err != nil {
 		return fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
 	}
+	// The log's OnDurable callback may not have run yet; raise the HW here
+	// so that an acknowledged acks=all write is visible to a Fetch or
+	// ListOffsets sent right after the acknowledgement.
+	if p.hw.Load() < end {
+		p.advance(p.log.DurableEnd())
+	}
 	return nil
 }
 
@@ -267,7 +271,8 @@ var ErrOffsetOutOfRange = kerr.OffsetOutOfRange
 // returned whole even if larger, KIP-74), bounded by the HW (read_uncommitted)
 // or the LSO (read_committed).
 func (p *Partition) Read(offset int64, maxBytes int, isolation int8) (ReadResult, error) {
-	hw, lso := p.hw.Load(), p.lso.Load()
+	lso := p.lso.Load() // before the HW: see advance
+	hw := p.hw.Load()
 	res := ReadResult{HighWatermark: hw, LastStableOffset: lso, LogStart: p.log.Start()}
 	upTo := hw
 	if isolation == ReadCommitted {

@@ -271,8 +271,8 @@ func (c *Coordinator) afterTransitLocked(t *txn) {
 }
 
 // lookupLocked waits (releasing mu) until id is not busy, at most
-// Config.BusyWait, and returns its txn: nil if unknown, errBusy if still
-// busy, ErrClosed after Close.
+// Config.BusyWait, and returns its txn: nil if unknown,
+// CONCURRENT_TRANSACTIONS if still busy, ErrClosed after Close.
 func (c *Coordinator) lookupLocked(ctx context.Context, id string) (*txn, error) {
 	deadline := time.Now().Add(c.cfg.BusyWait)
 	for {

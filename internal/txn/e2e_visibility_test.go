@@ -4,7 +4,6 @@ import (
 	"slices"
 	"testing"
 
-
 	"github.com/kawa-broker/kawa/internal/kawatest"
 )
 
@@ -182,4 +181,3 @@ func TestAbortedOffsetsCountOnce(t *testing.T) {
 		t.Fatalf("marker-only partition: position %d, committed %d; want 1 and 2", next, committed)
 	}
 }
-

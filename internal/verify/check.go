@@ -93,18 +93,61 @@ func (t *tally) add(format string, args ...any) {
 	}
 }
 
-// Check runs every checker over a history for each semantic.
-func CheckHistory(plan *Plan, events []Event, sems []Semantic) (findings []Finding, records int) {
+// Checked is the outcome of CheckHistory.
+type Checked struct {
+	Findings []Finding // per semantic, one per check in AllChecks order
+	Records  int       // distinct records checked
+	Txns     TxnStats
+}
+
+// TxnStats shows the transactional checks had something to check.
+type TxnStats struct {
+	Committed int `json:"committed"`
+	Aborted   int `json:"aborted"`
+	Unknown   int `json:"unknown"`   // EndTxn returned an error
+	Open      int `json:"left_open"` // never ended by the writer: it died mid-transaction
+	// AbortedVisibleRU counts records of aborted transactions the
+	// read_uncommitted scan returned: data read_committed had to skip.
+	AbortedVisibleRU int `json:"aborted_records_read_uncommitted"`
+}
+
+// CheckHistory runs every checker over a history for each semantic.
+func CheckHistory(plan *Plan, events []Event, sems []Semantic) Checked {
 	ix := newIndex(plan, events)
+	var out Checked
 	for _, sem := range sems {
 		for _, c := range AllChecks {
 			t := ix.run(c, sem)
 			exp := Expectations(sem, c)
-			findings = append(findings, Finding{Semantic: sem, Check: c, Expected: exp, Observed: t.n,
+			out.Findings = append(out.Findings, Finding{Semantic: sem, Check: c, Expected: exp, Observed: t.n,
 				Pass: pass(exp, t.n), Examples: t.examples})
 		}
 	}
-	return findings, ix.recordsChecked()
+	out.Records = ix.recordsChecked()
+	out.Txns = ix.txnStats()
+	return out
+}
+
+func (ix *index) txnStats() TxnStats {
+	var s TxnStats
+	for _, t := range ix.txns {
+		switch {
+		case !t.done && t.endT == 0:
+			s.Open++
+		case t.unknown || !t.done:
+			s.Unknown++
+		case t.committed:
+			s.Committed++
+		default:
+			s.Aborted++
+		}
+	}
+	for _, e := range ix.scanRU {
+		if e.Txn != "" && ix.txns[e.Txn].aborted() {
+			s.AbortedVisibleRU++
+		}
+	}
+	return s
 }
 
 func pass(e Expect, n int) bool {
@@ -156,7 +199,7 @@ func (ix *index) lostWrites(sem Semantic) tally {
 			continue
 		}
 		if a.Txn == "" {
-			if _, ok := ix.ruIDs[idKey{a.Topic, a.ID}]; !ok {
+			if ix.ru.count(idKey{a.Topic, a.ID}) == 0 {
 				t.add("%s acknowledged at %s/%d@%d by %s, not in the log", a.ID, a.Topic, a.Part, a.Off, a.W)
 			}
 			continue
@@ -180,7 +223,7 @@ func (ix *index) lostE2E(sem Semantic) tally {
 		}
 		switch ix.role(e.Topic) {
 		case RoleQueue:
-			if len(ix.procs[idKey{e.Topic, e.ID}]) == 0 {
+			if ix.procs.count(idKey{e.Topic, e.ID}) == 0 {
 				t.add("%s at %s/%d@%d never processed", e.ID, e.Topic, e.Part, e.Off)
 			}
 		case RoleIn:
@@ -239,8 +282,9 @@ func (ix *index) dupLog(sem Semantic) tally {
 				if e.Topic != tpl.Name || !isWorkloadID(e.ID) {
 					continue
 				}
-				if offs := ix.ruIDs[idKey{e.Topic, e.ID}]; len(offs) > 1 && offs[0].off == e.Off && offs[0].part == e.Part {
-					t.add("%s at %s", e.ID, fmtOffsets(offs))
+				k := idKey{e.Topic, e.ID}
+				if ix.ru.count(k) > 1 && ix.ru.first[k] == e {
+					t.add("%s at %s", e.ID, fmtEvents(ix.ru.get(k)))
 				}
 			}
 		case RoleTxn:
@@ -264,9 +308,8 @@ func (ix *index) dupE2E(sem Semantic) tally {
 			continue
 		}
 		k := idKey{e.Topic, e.ID}
-		ps := ix.procs[k]
-		if len(ps) > 1 && ix.ruIDs[k][0].off == e.Off && ix.ruIDs[k][0].part == e.Part {
-			t.add("%s processed %d times: %s", e.ID, len(ps), fmtProcs(ps))
+		if n := ix.procs.count(k); n > 1 && ix.ru.first[k] == e {
+			t.add("%s processed %d times: %s", e.ID, n, fmtProcs(ix.procs.get(k)))
 		}
 	}
 	if out := ix.plan.topicOf(sem, RoleOut); out != "" {
@@ -284,7 +327,7 @@ func (ix *index) dupE2E(sem Semantic) tally {
 // or pipeline output records visible read_committed.
 func (ix *index) endToEnd(sem Semantic) tally {
 	var t tally
-	for k := range ix.procs {
+	for k := range ix.procs.first {
 		if ix.sem(k.topic) == sem && ix.role(k.topic) == RoleQueue {
 			t.n++
 		}

@@ -21,7 +21,8 @@ func observed(fs []Finding) map[string]int {
 func TestCheckCleanHistory(t *testing.T) {
 	t.Parallel()
 	b := newBuilder()
-	fs, records := CheckHistory(b.plan, b.events, AllSemantics)
+	c := CheckHistory(b.plan, b.events, AllSemantics)
+	fs, records := c.Findings, c.Records
 	if got := observed(fs); len(got) != 0 {
 		t.Fatalf("clean history: anomalies %v", got)
 	}
@@ -36,6 +37,9 @@ func TestCheckCleanHistory(t *testing.T) {
 	// 4 per queue, 4 pipeline inputs, 4 distinct output ids, 4 txn records.
 	if records != 20 {
 		t.Errorf("records checked = %d, want 20", records)
+	}
+	if want := (TxnStats{Committed: 2, Aborted: 1, AbortedVisibleRU: 2}); c.Txns != want {
+		t.Errorf("txn stats %+v, want %+v", c.Txns, want)
 	}
 }
 
@@ -87,9 +91,16 @@ func TestCheckOneAnomalyEach(t *testing.T) {
 	}, {
 		name: "producer order broken within a partition",
 		mutate: func(b *builder) {
-			b.find(func(e *Event) bool { return e.Kind == KindScan && e.ID == "amo-p0.1:1" }).ID = "amo-p0.1:2x"
-			b.find(func(e *Event) bool { return e.Kind == KindScan && e.ID == "amo-p0.1:2" }).ID = "amo-p0.1:1"
-			b.find(func(e *Event) bool { return e.Kind == KindScan && e.ID == "amo-p0.1:2x" }).ID = "amo-p0.1:2"
+			// seq 2 landed before seq 1: every event that names the two
+			// records says so.
+			for i := range b.events {
+				switch e := &b.events[i]; e.ID {
+				case "amo-p0.1:1":
+					e.ID = "amo-p0.1:2"
+				case "amo-p0.1:2":
+					e.ID = "amo-p0.1:1"
+				}
+			}
 		},
 		want: "at-most-once/order", example: "amo-p0.1: seq 1 at kv-t-amo/0@1 after seq 2 at @0",
 	}, {
@@ -141,7 +152,7 @@ func TestCheckOneAnomalyEach(t *testing.T) {
 			t.Parallel()
 			b := newBuilder()
 			c.mutate(b)
-			fs, _ := CheckHistory(b.plan, b.events, AllSemantics)
+			fs := CheckHistory(b.plan, b.events, AllSemantics).Findings
 			if got, want := observed(fs), map[string]int{c.want: 1}; !reflect.DeepEqual(got, want) {
 				t.Fatalf("anomalies %v, want %v", got, want)
 			}
@@ -163,7 +174,8 @@ func TestCheckOneAnomalyEach(t *testing.T) {
 func TestCheckNoProgressFails(t *testing.T) {
 	t.Parallel()
 	plan := NewPlan(PlanOptions{RunID: "t", Semantics: AllSemantics})
-	fs, records := CheckHistory(plan, nil, AllSemantics)
+	c := CheckHistory(plan, nil, AllSemantics)
+	fs, records := c.Findings, c.Records
 	if records != 0 {
 		t.Errorf("records = %d", records)
 	}

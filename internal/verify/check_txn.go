@@ -124,8 +124,8 @@ func (ix *index) commitAhead(sem Semantic) tally {
 		if !ok {
 			continue
 		}
-		if ft, ok := ix.firstProc[tpo{c.Topic, c.Part, d}]; !ok || ft > c.T {
-			t.add("%s committed %s/%d@%d (gen %d) before offset %d was processed", c.W, c.Topic, c.Part, c.Off, c.Gen, d)
+		if ft, ok := ix.firstProc(d); !ok || ft > c.T {
+			t.add("%s committed %s/%d@%d (gen %d) before offset %d was processed", c.W, c.Topic, c.Part, c.Off, c.Gen, d.Off)
 		}
 	}
 	return t
@@ -191,14 +191,6 @@ func sortedTPs[V any](m map[tp]V) []tp {
 		return keys[i].part < keys[j].part
 	})
 	return keys
-}
-
-func fmtOffsets(offs []tpo) string {
-	parts := make([]string, len(offs))
-	for i, o := range offs {
-		parts[i] = fmt.Sprintf("%s/%d@%d", o.topic, o.part, o.off)
-	}
-	return strings.Join(parts, ", ")
 }
 
 func fmtEvents(evs []*Event) string {

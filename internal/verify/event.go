@@ -3,6 +3,7 @@ package verify
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -10,56 +11,112 @@ import (
 	"sync/atomic"
 )
 
-// Kind names what an Event records. The values are the "k" field of the
-// JSON history, so they are part of the file format.
-type Kind string
+// Kind names what an Event records. It is one byte in memory and its name
+// (the "k" field) in the JSON history, so the names are the file format.
+type Kind uint8
 
 // Event kinds. Workers emit send through drained; the controller emits fault
 // and, after the run, scan, end and group.
 const (
-	KindSend    Kind = "send"     // about to produce ID to Topic (Txn set inside a transaction)
-	KindAck     Kind = "ack"      // the broker acknowledged ID at Part/Off; Lat is µs since send
-	KindFail    Kind = "fail"     // the produce of ID failed with Err (it may still be in the log)
-	KindProc    Kind = "proc"     // a group member processed ID at Part/Off in generation Gen
-	KindRead    Kind = "read"     // a reader (isolation Iso) returned ID at Part/Off; LSO from the same fetch
-	KindCommit  Kind = "commit"   // offset commit of Part/Off by W in generation Gen; Err if it failed
-	KindTxnEnd  Kind = "txn-end"  // W is about to end Txn; Commit says whether it asked to commit
-	KindTxnDone Kind = "txn-done" // Txn ended: Commit=true committed, false aborted; Err = outcome unknown
-	KindStart   Kind = "start"    // worker W started
-	KindExit    Kind = "exit"     // worker W exited; Err says why when it was not asked to stop
-	KindDrained Kind = "drained"  // reader W read every partition up to the end-of-run fence
-	KindFault   Kind = "fault"    // fault Fault on W from T to End (unix ns)
-	KindScan    Kind = "scan"     // end-of-run scan (isolation Iso) found ID at Part/Off
-	KindEnd     Kind = "end"      // end-of-run log end offset Off of Topic/Part (the fence excluded)
-	KindGroup   Kind = "group"    // end-of-run committed offset Off of group W on Topic/Part
+	KindSend    Kind = iota + 1 // about to produce ID to Topic (Txn set inside a transaction)
+	KindAck                     // the broker acknowledged ID at Part/Off; Lat is µs since send
+	KindFail                    // the produce of ID failed with Err (it may still be in the log)
+	KindProc                    // a group member processed ID at Part/Off in generation Gen
+	KindRead                    // a reader (isolation Iso) returned ID at Part/Off; LSO from the same fetch
+	KindCommit                  // offset commit of Part/Off by W in generation Gen; Err if it failed
+	KindTxnEnd                  // W is about to end Txn; Commit says whether it asked to commit
+	KindTxnDone                 // Txn ended: Commit=true committed, false aborted; Err = outcome unknown
+	KindStart                   // worker W started
+	KindExit                    // worker W exited; Err says why when it was not asked to stop
+	KindDrained                 // reader W read every partition up to the end-of-run fence
+	KindFault                   // fault Fault on W from T to End (unix ns)
+	KindScan                    // end-of-run scan (isolation Iso) found ID at Part/Off
+	KindEnd                     // end-of-run log end offset Off of Topic/Part (the fence excluded)
+	KindGroup                   // end-of-run committed offset Off of group W on Topic/Part
 )
 
-// Event is one line of the history. Times are unix nanoseconds taken on the
-// same host, so events of different processes can be ordered by T.
-type Event struct {
-	T      int64  `json:"t"`
-	Kind   Kind   `json:"k"`
-	W      string `json:"w,omitempty"`  // worker instance, or group name for KindGroup
-	ID     string `json:"id,omitempty"` // record id: "<producer instance>:<seq>"
-	Topic  string `json:"tp,omitempty"`
-	Part   int32  `json:"p,omitempty"`
-	Off    int64  `json:"o,omitempty"`
-	Txn    string `json:"x,omitempty"`   // transaction tag: "<worker instance>/<n>"
-	Iso    string `json:"iso,omitempty"` // "rc" read_committed, "ru" read_uncommitted
-	Gen    int32  `json:"g,omitempty"`
-	LSO    int64  `json:"lso,omitempty"`
-	Lat    int64  `json:"lat,omitempty"`
-	Commit bool   `json:"c,omitempty"`
-	Err    string `json:"err,omitempty"`
-	Fault  string `json:"f,omitempty"`
-	End    int64  `json:"end,omitempty"`
+var kindNames = [...]string{"", "send", "ack", "fail", "proc", "read", "commit", "txn-end", "txn-done",
+	"start", "exit", "drained", "fault", "scan", "end", "group"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// Isolation level names used in events.
+// MarshalText writes the kind's name.
+func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText reads a kind's name; an unknown name is an error.
+func (k *Kind) UnmarshalText(b []byte) error {
+	for i, n := range kindNames {
+		if i > 0 && n == string(b) {
+			*k = Kind(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown event kind %q", b)
+}
+
+// Isolation is a fetch isolation level: "ru" (read_uncommitted) or "rc"
+// (read_committed) in the history.
+type Isolation uint8
+
+// Isolation levels.
 const (
-	ReadCommitted   = "rc"
-	ReadUncommitted = "ru"
+	ReadUncommitted Isolation = iota + 1
+	ReadCommitted
 )
+
+func (i Isolation) String() string {
+	switch i {
+	case ReadUncommitted:
+		return "ru"
+	case ReadCommitted:
+		return "rc"
+	}
+	return ""
+}
+
+// MarshalText writes "ru" or "rc".
+func (i Isolation) MarshalText() ([]byte, error) { return []byte(i.String()), nil }
+
+// UnmarshalText reads "ru" or "rc".
+func (i *Isolation) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "ru":
+		*i = ReadUncommitted
+	case "rc":
+		*i = ReadCommitted
+	default:
+		return fmt.Errorf("unknown isolation %q", b)
+	}
+	return nil
+}
+
+// Event is one line of the history. Times are unix nanoseconds taken on the
+// same host, so events of different processes can be ordered by T. Fields
+// are ordered for size (152 bytes): histories of millions of events are
+// held in memory.
+type Event struct {
+	T      int64     `json:"t"`
+	Off    int64     `json:"o,omitempty"`
+	LSO    int64     `json:"lso,omitempty"`
+	End    int64     `json:"end,omitempty"`
+	Lat    int64     `json:"lat,omitempty"`
+	W      string    `json:"w,omitempty"`  // worker instance, or group name for KindGroup
+	ID     string    `json:"id,omitempty"` // record id: "<producer instance>:<seq>"
+	Topic  string    `json:"tp,omitempty"`
+	Txn    string    `json:"x,omitempty"` // transaction tag: "<worker instance>/<n>"
+	Err    string    `json:"err,omitempty"`
+	Fault  string    `json:"f,omitempty"`
+	Part   int32     `json:"p,omitempty"`
+	Gen    int32     `json:"g,omitempty"`
+	Kind   Kind      `json:"k"`
+	Iso    Isolation `json:"iso,omitempty"`
+	Commit bool      `json:"c,omitempty"`
+}
 
 // fenceID is the id of the end-of-run fence records; checkers skip it.
 const fenceID = "fence"

@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"strings"
-	"time"
 )
 
 // WriteHTML writes a self-contained report: the summary table, throughput
@@ -29,8 +28,8 @@ func (r *Result) WriteHTML(w io.Writer) error {
 
 // window is one fault on the time axis, in seconds since the start.
 type window struct {
-	From, To float64
-	Label    string
+	From, To    float64
+	Kind, Label string
 }
 
 func (r *Result) faultWindows() []window {
@@ -44,7 +43,7 @@ func (r *Result) faultWindows() []window {
 		if e.Err != "" {
 			label += " (" + e.Err + ")"
 		}
-		out = append(out, window{From: float64(e.T-t0) / 1e9, To: float64(e.End-t0) / 1e9, Label: label})
+		out = append(out, window{From: float64(e.T-t0) / 1e9, To: float64(e.End-t0) / 1e9, Kind: e.Fault, Label: label})
 	}
 	return out
 }
@@ -93,6 +92,7 @@ func (c chart) svg() template.HTML {
 		x0, x1 := xs(w.From), xs(w.To)
 		fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="#f5a623" fill-opacity="0.25"><title>%s</title></rect>`,
 			x0, padT, math.Max(x1-x0, 2), chartH-padT-padB, template.HTMLEscapeString(w.Label))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" font-size="9" fill="#a0522d">%s</text>`, x0+2, padT+10, template.HTMLEscapeString(w.Kind))
 	}
 	for i := 0; i <= 4; i++ {
 		v := ymax * float64(i) / 4
@@ -134,10 +134,7 @@ func trimFloat(v float64) string {
 	return fmt.Sprintf("%.1f", v)
 }
 
-var reportTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
-	"secs": func(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) },
-	"sub":  func(a, b float64) float64 { return a - b },
-}).Parse(`<!doctype html>
+var reportTmpl = template.Must(template.New("report").Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>kawa verify report</title>
 <style>
 body{font-family:sans-serif;margin:24px;color:#222}
@@ -157,7 +154,8 @@ duration {{.R.Duration}} · seed {{.R.Seed}} · mode {{.R.Mode}} ({{range .R.Bro
 <td>{{range .Examples}}<code>{{.}}</code><br>{{end}}</td></tr>
 {{end}}</table>
 <h2>Throughput and latency</h2>
-<p>Shaded: fault windows (hover for the fault).</p>
+<p>Shaded: fault windows (hover for the fault; a client crash or an armed drop is an instant). Per second of the run, end-of-run steps included.</p>
+{{with .R.Txns}}<p>transactions: {{.Committed}} committed, {{.Aborted}} aborted, {{.Unknown}} outcome unknown, {{.Open}} left open by a crashed writer; read_uncommitted saw {{.AbortedVisibleRU}} records of aborted ones</p>{{end}}
 {{.Throughput}}<br>{{.Latency}}
 <h2>Faults</h2>
 <table><tr><th>from (s)</th><th>to (s)</th><th>fault</th></tr>

@@ -20,11 +20,38 @@ type tp struct {
 	part  int32
 }
 
-// tpo is one offset of a topic partition.
-type tpo struct {
-	topic string
-	part  int32
-	off   int64
+// multi maps a record to one or more events. Almost every record has
+// exactly one, which costs one map entry and no slice.
+type multi struct {
+	first map[idKey]*Event
+	more  map[idKey][]*Event // second and later events
+}
+
+func newMulti() multi { return multi{first: map[idKey]*Event{}, more: map[idKey][]*Event{}} }
+
+func (m *multi) add(k idKey, e *Event) {
+	if _, ok := m.first[k]; !ok {
+		m.first[k] = e
+		return
+	}
+	m.more[k] = append(m.more[k], e)
+}
+
+// count is the number of events of k.
+func (m *multi) count(k idKey) int {
+	if _, ok := m.first[k]; !ok {
+		return 0
+	}
+	return 1 + len(m.more[k])
+}
+
+// get returns the events of k in insertion order.
+func (m *multi) get(k idKey) []*Event {
+	f, ok := m.first[k]
+	if !ok {
+		return nil
+	}
+	return append([]*Event{f}, m.more[k]...)
 }
 
 // txnInfo is what the history says about one transaction.
@@ -55,23 +82,22 @@ type index struct {
 
 	scanRU []*Event // end-of-run read_uncommitted scan, every topic
 	scanRC []*Event // end-of-run read_committed scan, transactional topics
-	// scanned: (topic, id) → offsets in the read_uncommitted scan, and
+	// ru: (topic, id) → its records in the read_uncommitted scan; rcKeys:
 	// (topic, id, txn) present in the read_committed scan.
-	ruIDs  map[idKey][]tpo
+	ru     multi
 	rcKeys map[recKey]int
-	// dataOffs: per partition, the sorted offsets holding data records in
-	// the read_uncommitted scan (gaps are control records or the fence).
-	dataOffs map[tp][]int64
+	// dataOffs: per partition, the read_uncommitted scan's records sorted
+	// by offset (gaps are control records or the fence).
+	dataOffs map[tp][]*Event
 
 	txns      map[string]*txnInfo
 	acks      []*Event
-	procs     map[idKey][]*Event // processed by a group member (queues: consumers; in: pipeline)
-	firstProc map[tpo]int64      // earliest T a group member processed an offset
-	commits   []*Event           // successful offset commits (group or transactional)
-	rcReads   []*Event           // live read_committed reads
-	drained   map[string]bool    // readers that read up to the fence
-	ends      map[tp]int64       // log end offsets at the end of the run
-	groupOffs []*Event           // final committed offsets
+	procs     multi           // processed by a group member (queues: consumers; in: pipeline)
+	commits   []*Event        // successful offset commits (group or transactional)
+	rcReads   []*Event        // live read_committed reads
+	drained   map[string]bool // readers that read up to the fence
+	ends      map[tp]int64    // log end offsets at the end of the run
+	groupOffs []*Event        // final committed offsets
 	sends     int
 	faults    []*Event
 
@@ -82,8 +108,8 @@ type index struct {
 func newIndex(plan *Plan, events []Event) *index {
 	ix := &index{
 		plan: plan, topics: map[string]TopicPlan{},
-		ruIDs: map[idKey][]tpo{}, rcKeys: map[recKey]int{}, dataOffs: map[tp][]int64{},
-		txns: map[string]*txnInfo{}, procs: map[idKey][]*Event{}, firstProc: map[tpo]int64{},
+		ru: newMulti(), rcKeys: map[recKey]int{}, dataOffs: map[tp][]*Event{},
+		txns: map[string]*txnInfo{}, procs: newMulti(),
 		drained: map[string]bool{}, ends: map[tp]int64{},
 	}
 	for _, t := range plan.Topics {
@@ -94,7 +120,7 @@ func newIndex(plan *Plan, events []Event) *index {
 	}
 	for k := range ix.dataOffs {
 		offs := ix.dataOffs[k]
-		sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
+		sort.SliceStable(offs, func(i, j int) bool { return offs[i].Off < offs[j].Off })
 	}
 	return ix
 }
@@ -116,12 +142,7 @@ func (ix *index) add(e *Event) {
 		t := ix.txn(e.Txn)
 		t.done, t.committed, t.unknown = true, e.Commit && e.Err == "", e.Err != ""
 	case KindProc:
-		k := idKey{e.Topic, e.ID}
-		ix.procs[k] = append(ix.procs[k], e)
-		o := tpo{e.Topic, e.Part, e.Off}
-		if t, ok := ix.firstProc[o]; !ok || e.T < t {
-			ix.firstProc[o] = e.T
-		}
+		ix.procs.add(idKey{e.Topic, e.ID}, e)
 	case KindCommit:
 		if e.Err == "" {
 			ix.commits = append(ix.commits, e)
@@ -150,10 +171,9 @@ func (ix *index) addScan(e *Event) {
 		return
 	}
 	ix.scanRU = append(ix.scanRU, e)
-	k := idKey{e.Topic, e.ID}
-	ix.ruIDs[k] = append(ix.ruIDs[k], tpo{e.Topic, e.Part, e.Off})
+	ix.ru.add(idKey{e.Topic, e.ID}, e)
 	p := tp{e.Topic, e.Part}
-	ix.dataOffs[p] = append(ix.dataOffs[p], e.Off)
+	ix.dataOffs[p] = append(ix.dataOffs[p], e)
 }
 
 func (ix *index) txn(tag string) *txnInfo {
@@ -171,23 +191,36 @@ func (ix *index) sem(topic string) Semantic { return ix.topics[topic].Semantic }
 // role returns the role of a topic.
 func (ix *index) role(topic string) TopicRole { return ix.topics[topic].Role }
 
-// lastDataBefore returns the largest data offset below off in the
-// partition, per the read_uncommitted scan.
-func (ix *index) lastDataBefore(p tp, off int64) (int64, bool) {
+// lastDataBefore returns the read_uncommitted scan's record with the
+// largest offset below off in the partition.
+func (ix *index) lastDataBefore(p tp, off int64) (*Event, bool) {
 	offs := ix.dataOffs[p]
-	i := sort.Search(len(offs), func(i int) bool { return offs[i] >= off })
+	i := sort.Search(len(offs), func(i int) bool { return offs[i].Off >= off })
 	if i == 0 {
-		return 0, false
+		return nil, false
 	}
 	return offs[i-1], true
+}
+
+// firstProc returns the earliest time a group member processed the record
+// the scan found at e's offset.
+func (ix *index) firstProc(e *Event) (int64, bool) {
+	var t int64
+	found := false
+	for _, p := range ix.procs.get(idKey{e.Topic, e.ID}) {
+		if p.Part == e.Part && p.Off == e.Off && (!found || p.T < t) {
+			t, found = p.T, true
+		}
+	}
+	return t, found
 }
 
 // recordsChecked counts distinct records: every record of the end-of-run
 // read_uncommitted scan plus acknowledged writes that scan did not find.
 func (ix *index) recordsChecked() int {
-	n := len(ix.ruIDs)
+	n := len(ix.ru.first)
 	for _, a := range ix.acks {
-		if _, ok := ix.ruIDs[idKey{a.Topic, a.ID}]; !ok {
+		if ix.ru.count(idKey{a.Topic, a.ID}) == 0 {
 			n++
 		}
 	}

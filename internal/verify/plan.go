@@ -129,7 +129,7 @@ type WorkerSpec struct {
 	Topics     []string      `json:"topics"`
 	Group      string        `json:"group,omitempty"`
 	TxnID      string        `json:"txn_id,omitempty"`
-	Iso        string        `json:"iso,omitempty"`
+	Iso        Isolation     `json:"iso,omitempty"`
 	Rate       int           `json:"rate,omitempty"` // records (or transactions) per second
 	Seed       uint64        `json:"seed,omitempty"`
 	Partitions int32         `json:"partitions,omitempty"`
@@ -229,9 +229,9 @@ func NewPlan(o PlanOptions) *Plan {
 			w.Rate = max(1, o.Rate/20)
 			add(w)
 		}
-		for _, iso := range []string{ReadCommitted, ReadUncommitted} {
+		for _, iso := range []Isolation{ReadCommitted, ReadUncommitted} {
 			w := base
-			w.Slot, w.Role, w.Semantic, w.Topics, w.Iso = "eos-r"+iso, WorkerReader, sem, []string{txn, out}, iso
+			w.Slot, w.Role, w.Semantic, w.Topics, w.Iso = "eos-r"+iso.String(), WorkerReader, sem, []string{txn, out}, iso
 			add(w)
 		}
 	}

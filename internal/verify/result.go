@@ -26,6 +26,7 @@ type Result struct {
 	FaultLog       []Event          `json:"fault_log"`
 	Findings       []Finding        `json:"findings"`
 	Records        int              `json:"records_checked"`
+	Txns           TxnStats         `json:"transactions"`
 	Events         int              `json:"history_events"`
 	CheckSeconds   float64          `json:"check_seconds"`
 	Slots          []SlotStatus     `json:"workers"`
@@ -47,7 +48,8 @@ type Bucket struct {
 // check fills the findings and summaries from the history.
 func (r *Result) check(events []Event) {
 	began := time.Now()
-	r.Findings, r.Records = CheckHistory(r.Plan, events, r.Semantics)
+	c := CheckHistory(r.Plan, events, r.Semantics)
+	r.Findings, r.Records, r.Txns = c.Findings, c.Records, c.Txns
 	r.CheckSeconds = time.Since(began).Seconds()
 	r.Events = len(events)
 	drained := map[string]bool{}
@@ -121,6 +123,10 @@ func (r *Result) WriteTable(w io.Writer) {
 	}
 	fmt.Fprintf(w, "records checked: %d (history events: %d, checked in %.2fs, %.0f events/s)\n",
 		r.Records, r.Events, r.CheckSeconds, rate)
+	if t := r.Txns; t != (TxnStats{}) {
+		fmt.Fprintf(w, "transactions: %d committed, %d aborted, %d outcome unknown, %d left open by a crashed writer; read_uncommitted saw %d records of aborted ones\n",
+			t.Committed, t.Aborted, t.Unknown, t.Open, t.AbortedVisibleRU)
+	}
 	for _, s := range r.Slots {
 		if s.LastErr != "" {
 			fmt.Fprintf(w, "worker %s restarted %d times; last error: %s\n", s.Slot, s.Restarts, s.LastErr)

@@ -101,7 +101,7 @@ func TestHistoryFileRoundTrip(t *testing.T) {
 	if len(back) != len(b.events) {
 		t.Fatalf("read %d events, wrote %d", len(back), len(b.events))
 	}
-	fs, _ := CheckHistory(b.plan, back, AllSemantics)
+	fs := CheckHistory(b.plan, back, AllSemantics).Findings
 	if got := observed(fs); len(got) != 0 {
 		t.Errorf("history read back has anomalies %v", got)
 	}

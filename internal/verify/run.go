@@ -27,12 +27,13 @@ type Config struct {
 	Proxy func(target string) (NetFaults, error)
 
 	Launcher   Launcher
-	Rate       int   // records per second per producer (default 200)
-	Partitions int32 // per topic (default 3)
+	CrashRoles []string // limit client-crash to these worker roles (default: all but readers)
+	Rate       int      // records per second per producer (default 200)
+	Partitions int32    // per topic (default 3)
 
-	History      io.Writer       // receives every event as a JSON line; optional
-	Progress     func(Progress)  // called about once a second; optional
-	DrainTimeout time.Duration   // bound on each end-of-run wait (default 20s)
+	History      io.Writer          // receives every event as a JSON line; optional
+	Progress     func(Progress)     // called about once a second; optional
+	DrainTimeout time.Duration      // bound on each end-of-run wait (default 20s)
 	PlanOptions  func(*PlanOptions) // tweaks the plan (tests); optional
 }
 
@@ -156,6 +157,7 @@ func needsProxy(kinds []FaultKind) bool {
 // runPhases runs the workloads and faults, then the end-of-run steps.
 func runPhases(ctx context.Context, cfg Config, res *Result, hist *History, adm *admin, clientBrokers []string, opts PlanOptions) error {
 	sup := NewSupervisor(cfg.Launcher, res.Plan.Slots, clientBrokers, stamped(hist.Add))
+	sup.CrashRoles = cfg.CrashRoles
 	start := time.Now()
 	inj := &injector{broker: cfg.Broker, net: res.proxy, sup: sup, emit: hist.Add, start: start}
 	opts.defaults()

@@ -184,12 +184,12 @@ func finalScan(ctx context.Context, brokers []string, plan *Plan, emit Emit) err
 	return scanUntilFence(ctx, brokers, txn, parts, ReadCommitted, emit)
 }
 
-func scanUntilFence(ctx context.Context, brokers, topics []string, parts int32, iso string, emit Emit) error {
+func scanUntilFence(ctx context.Context, brokers, topics []string, parts int32, iso Isolation, emit Emit) error {
 	drained := false
-	err := readUntilFence(ctx, brokers, topics, parts, iso, "scan-"+iso, KindScan, func(evs ...Event) {
+	err := readUntilFence(ctx, brokers, topics, parts, iso, "scan-"+iso.String(), KindScan, func(evs ...Event) {
 		stamp(evs)
 		for i := range evs {
-			evs[i].W = "scan-" + iso
+			evs[i].W = "scan-" + iso.String()
 			drained = drained || evs[i].Kind == KindDrained
 		}
 		emit(evs...)

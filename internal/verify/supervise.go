@@ -16,6 +16,9 @@ type Supervisor struct {
 	launcher Launcher
 	emit     Emit
 	slots    []*slot
+	// CrashRoles, when set, limits the client-crash fault to these worker
+	// roles.
+	CrashRoles []string
 }
 
 type slot struct {
@@ -112,7 +115,7 @@ func (s *Supervisor) run(sl *slot) {
 func (s *Supervisor) CrashTargets() []int {
 	var out []int
 	for i, sl := range s.slots {
-		if sl.spec.crashable() {
+		if sl.spec.crashable() && (len(s.CrashRoles) == 0 || slices.Contains(s.CrashRoles, sl.spec.Role)) {
 			out = append(out, i)
 		}
 	}
@@ -134,7 +137,9 @@ func (s *Supervisor) Crash(i int) string {
 
 // Stop stops the slots whose role is in roles (all when roles is empty):
 // each worker is asked to stop and, if still running after grace, killed.
-// It returns when those slots' loops have ended.
+// It returns when those slots' loops have ended, or abandons the ones whose
+// killed worker has not exited after killWait more (an in-process worker
+// stuck in its client's Close cannot be forced).
 func (s *Supervisor) Stop(grace time.Duration, roles ...string) {
 	var wait []*slot
 	for _, sl := range s.slots {
@@ -152,26 +157,34 @@ func (s *Supervisor) Stop(grace time.Duration, roles ...string) {
 		sl.mu.Unlock()
 		wait = append(wait, sl)
 	}
-	deadline := time.NewTimer(grace)
-	defer deadline.Stop()
+	if waitSlots(wait, grace) {
+		return
+	}
 	for _, sl := range wait {
+		sl.mu.Lock()
+		if sl.cur != nil {
+			sl.cur.Kill()
+		}
+		sl.mu.Unlock()
+	}
+	waitSlots(wait, killWait)
+}
+
+// killWait bounds the wait for a killed worker to exit.
+const killWait = 10 * time.Second
+
+// waitSlots waits up to d for every slot's loop to end.
+func waitSlots(slots []*slot, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for _, sl := range slots {
 		select {
 		case <-sl.done:
-			continue
-		case <-deadline.C:
+		case <-t.C:
+			return false
 		}
-		for _, sl := range wait {
-			sl.mu.Lock()
-			if sl.cur != nil {
-				sl.cur.Kill()
-			}
-			sl.mu.Unlock()
-		}
-		break
 	}
-	for _, sl := range wait {
-		<-sl.done
-	}
+	return true
 }
 
 // Status returns every slot's restarts and last error.

@@ -131,8 +131,8 @@ func baseOpts(spec WorkerSpec) []kgo.Opt {
 	}
 	return append(log,
 		kgo.SeedBrokers(spec.Brokers...),
-		kgo.ClientID("kawa-verify-" + spec.Name),
-		kgo.MetadataMinAge(250 * time.Millisecond),
+		kgo.ClientID("kawa-verify-"+spec.Name),
+		kgo.MetadataMinAge(250*time.Millisecond),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
 	)
 }

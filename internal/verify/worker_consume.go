@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -26,6 +27,7 @@ func runConsumer(ctx context.Context, spec WorkerSpec, stop <-chan struct{}, emi
 	defer cl.Close()
 	pollCtx, cancel := untilStop(ctx, stop)
 	defer cancel()
+	topicIDs := &topicIDs{adm: kadm.NewClient(cl), ids: map[string][16]byte{}}
 	for {
 		fs := cl.PollRecords(pollCtx, 500)
 		if pollCtx.Err() != nil || fs.IsClientClosed() {
@@ -34,7 +36,7 @@ func runConsumer(ctx context.Context, spec WorkerSpec, stop <-chan struct{}, emi
 		}
 		recs := fs.Records()
 		if len(recs) > 0 {
-			if !consumeBatch(ctx, cl, spec, recs, emit) {
+			if !consumeBatch(ctx, cl, spec, recs, topicIDs, emit) {
 				return nil // crashed mid-batch
 			}
 		}
@@ -44,10 +46,10 @@ func runConsumer(ctx context.Context, spec WorkerSpec, stop <-chan struct{}, emi
 
 // consumeBatch processes and commits one polled batch in the semantic's
 // order. It returns false if ctx ended (a crash) part way.
-func consumeBatch(ctx context.Context, cl *kgo.Client, spec WorkerSpec, recs []*kgo.Record, emit Emit) bool {
+func consumeBatch(ctx context.Context, cl *kgo.Client, spec WorkerSpec, recs []*kgo.Record, topicIDs *topicIDs, emit Emit) bool {
 	member, gen := cl.GroupMetadata()
 	if spec.Semantic == AtMostOnce {
-		err := commitFenced(ctx, cl, spec.Group, member, gen, recs)
+		err := commitFenced(ctx, cl, spec.Group, member, gen, recs, topicIDs)
 		emit(commitEvents(recs, gen, err)...)
 		if err != nil {
 			return ctx.Err() == nil // commit failed: drop the batch (at most once)
@@ -62,7 +64,7 @@ func consumeBatch(ctx context.Context, cl *kgo.Client, spec WorkerSpec, recs []*
 	if !sleepCtx(ctx, spec.ProcDelay) {
 		return false
 	}
-	err := commitFenced(ctx, cl, spec.Group, member, gen, recs)
+	err := commitFenced(ctx, cl, spec.Group, member, gen, recs, topicIDs)
 	emit(commitEvents(recs, gen, err)...)
 	return ctx.Err() == nil
 }
@@ -79,7 +81,10 @@ func consumeBatch(ctx context.Context, cl *kgo.Client, spec WorkerSpec, recs []*
 // caught exactly that as at-most-once duplicates. A stale generation makes
 // the broker refuse the commit instead (ILLEGAL_GENERATION,
 // UNKNOWN_MEMBER_ID).
-func commitFenced(ctx context.Context, cl *kgo.Client, group, member string, gen int32, recs []*kgo.Record) error {
+//
+// OffsetCommit v10 names topics by ID (KIP-848), so the topic IDs from
+// Metadata go along with the names.
+func commitFenced(ctx context.Context, cl *kgo.Client, group, member string, gen int32, recs []*kgo.Record, topicIDs *topicIDs) error {
 	req := kmsg.NewPtrOffsetCommitRequest()
 	req.Group, req.MemberID, req.Generation = group, member, gen
 	idx := map[string]int{}
@@ -89,7 +94,11 @@ func commitFenced(ctx context.Context, cl *kgo.Client, group, member string, gen
 			i = len(req.Topics)
 			idx[r.Topic] = i
 			t := kmsg.NewOffsetCommitRequestTopic()
-			t.Topic = r.Topic
+			id, err := topicIDs.lookup(ctx, r.Topic)
+			if err != nil {
+				return err
+			}
+			t.Topic, t.TopicID = r.Topic, id
 			req.Topics = append(req.Topics, t)
 		}
 		t := &req.Topics[i]
@@ -111,15 +120,39 @@ func commitFenced(ctx context.Context, cl *kgo.Client, group, member string, gen
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
 			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return fmt.Errorf("%s/%d: %w", t.Topic, p.Partition, err)
+				return fmt.Errorf("partition %d: %w", p.Partition, err)
 			}
 		}
 	}
 	return nil
 }
 
+// topicIDs caches topic IDs from Metadata.
+type topicIDs struct {
+	adm *kadm.Client
+	ids map[string][16]byte
+}
+
+// lookup returns the ID of topic; a broker without topic IDs gives zero,
+// and then also does not take OffsetCommit v10.
+func (t *topicIDs) lookup(ctx context.Context, topic string) ([16]byte, error) {
+	if id, ok := t.ids[topic]; ok {
+		return id, nil
+	}
+	details, err := t.adm.ListTopics(ctx, topic)
+	if err != nil {
+		return [16]byte{}, err
+	}
+	d, ok := details[topic]
+	if !ok || d.Err != nil {
+		return [16]byte{}, fmt.Errorf("metadata of %s: %v", topic, d.Err)
+	}
+	t.ids[topic] = d.ID
+	return d.ID, nil
+}
+
 // procEvents records that recs were processed.
-func procEvents(recs []*kgo.Record, gen int32, iso string) []Event {
+func procEvents(recs []*kgo.Record, gen int32, iso Isolation) []Event {
 	evs := make([]Event, 0, len(recs))
 	for _, r := range recs {
 		id, _ := parseValue(r.Value)

@@ -18,7 +18,7 @@ func runReader(ctx context.Context, spec WorkerSpec, emit Emit) error {
 
 // readUntilFence is the reader loop, shared with the controller's final
 // scan (kind KindScan there).
-func readUntilFence(ctx context.Context, brokers, topics []string, partitions int32, iso, name string, kind Kind, emit Emit) error {
+func readUntilFence(ctx context.Context, brokers, topics []string, partitions int32, iso Isolation, name string, kind Kind, emit Emit) error {
 	level := kgo.ReadUncommitted()
 	if iso == ReadCommitted {
 		level = kgo.ReadCommitted()

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// eosWorker is one consume-transform-produce instance: a franz-go
+// GroupTransactSession with a fixed transactional.id, so a restarted worker
+// fences its killed predecessor (a zombie with an open transaction).
+type eosWorker struct {
+	id       int
+	addr     string
+	in, out  string
+	group    string
+	kill     atomic.Bool // abandon the current transaction and restart
+	restarts atomic.Int64
+	done     *atomic.Int64 // records in transactions End reported committed, all workers
+}
+
+// run processes until ctx ends. Each transaction copies the polled records
+// to out as "value@partition:offset". Any error, or a kill, drops the
+// session without ending its transaction and starts a new one.
+func (w *eosWorker) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		s, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(w.addr),
+			kgo.TransactionalID(fmt.Sprintf("%s-worker-%d", w.group, w.id)),
+			kgo.ConsumerGroup(w.group), kgo.ConsumeTopics(w.in), kgo.DefaultProduceTopic(w.out),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.RequireStableFetchOffsets(),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond),
+			kgo.SessionTimeout(6*time.Second), kgo.RebalanceTimeout(3*time.Second), kgo.HeartbeatInterval(300*time.Millisecond),
+			kgo.RetryTimeout(5*time.Second), kgo.TransactionTimeout(10*time.Second))
+		if err == nil {
+			w.loop(ctx, s)
+			s.Close()
+		}
+		w.restarts.Add(1)
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (w *eosWorker) loop(ctx context.Context, s *kgo.GroupTransactSession) {
+	for ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		fs := s.PollRecords(pctx, 20)
+		cancel()
+		recs := fs.Records()
+		if len(recs) == 0 {
+			continue
+		}
+		if err := s.Begin(); err != nil {
+			return
+		}
+		for _, r := range recs {
+			v := fmt.Sprintf("%s@%d:%d", r.Value, r.Partition, r.Offset)
+			s.Produce(ctx, &kgo.Record{Value: []byte(v)}, nil)
+		}
+		time.Sleep(10 * time.Millisecond) // the "transform" work; lets the chaos land mid-stream
+		if w.kill.Swap(false) {
+			return // crash mid-transaction: the next instance must fence it
+		}
+		committed, err := s.End(ctx, kgo.TryCommit)
+		if err != nil {
+			return
+		}
+		if committed {
+			w.done.Add(int64(len(recs)))
+		}
+	}
+}
+
+// TestExactlyOnceConsumeTransformProduce: 3 franz-go GroupTransactSession
+// workers copy topic A (6 partitions) to topic B while workers are killed
+// mid-transaction and restarted and the broker (a real kawa process) is
+// SIGKILLed and restarted once. B then holds every input record exactly
+// once, and the group's committed offsets on A cover exactly what reached B.
+func TestExactlyOnceConsumeTransformProduce(t *testing.T) {
+	t.Parallel()
+	dir, addr := t.TempDir(), freeAddr(t)
+	p := startKawa(t, dir, "--listen", addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	const in, out, group, n = "eos-in", "eos-out", "eos", 1200
+	adm := kadm.NewClient(newClient(t, addr))
+	if _, err := adm.CreateTopic(ctx, 6, 1, nil, in); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, out); err != nil {
+		t.Fatal(err)
+	}
+	prod := newClient(t, addr, kgo.DefaultProduceTopic(in), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	for i := 0; i < n; i++ {
+		prod.Produce(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("id-%04d", i))}, nil)
+	}
+	if err := prod.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var done atomic.Int64
+	workers := make([]*eosWorker, 3)
+	for i := range workers {
+		workers[i] = &eosWorker{id: i, addr: addr, in: in, out: out, group: group, done: &done}
+		wg.Add(1)
+		go func() { defer wg.Done(); workers[i].run(wctx) }()
+	}
+	// Chaos as the output grows: kill a worker mid-transaction three times
+	// and SIGKILL the broker once, half way. Done when the group's committed
+	// offsets cover all of A.
+	restarted := false
+	kills, last := 0, time.Now()
+	for ; ; time.Sleep(20 * time.Millisecond) {
+		if ctx.Err() != nil {
+			stop()
+			wg.Wait()
+			t.Fatalf("only %d of %d records committed", done.Load(), n)
+		}
+		got := done.Load()
+		if kills < 3 && got > int64(kills+1)*n/6 {
+			workers[kills%3].kill.Store(true)
+			kills++
+		}
+		if !restarted && got > n/2 {
+			p.Kill()
+			p = startKawa(t, dir, "--listen", addr)
+			restarted = true
+		}
+		if time.Since(last) > 200*time.Millisecond {
+			last = time.Now()
+			if committedSum(ctx, adm, group, in) == n {
+				break
+			}
+		}
+	}
+	stop()
+	wg.Wait()
+	checkExactlyOnce(t, addr, in, out, group, n)
+	if !restarted {
+		t.Fatal("the broker was never restarted")
+	}
+	var restarts int64
+	for _, w := range workers {
+		restarts += w.restarts.Load()
+	}
+	t.Logf("worker restarts: %d", restarts)
+}
+
+// committedSum is the sum of group's committed offsets on topic (0 on error).
+func committedSum(ctx context.Context, adm *kadm.Client, group, topic string) int64 {
+	offsets, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return 0
+	}
+	var sum int64
+	offsets.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == topic && o.Err == nil {
+			sum += o.At
+		}
+	})
+	return sum
+}
+
+// checkExactlyOnce reads out with read_committed and checks every id-i
+// (i < n) appears exactly once, and that the (partition, offset) sources in
+// out are exactly the offsets below the group's committed offset on in.
+func checkExactlyOnce(t *testing.T, addr, in, out, group string, n int) {
+	t.Helper()
+	got := readCommitted(t, addr, out, n)
+	seen := map[string]int{}
+	sources := map[int32]map[int64]int{}
+	for _, v := range got {
+		id, src, ok := strings.Cut(v, "@")
+		ps, os, ok2 := strings.Cut(src, ":")
+		part, err1 := strconv.Atoi(ps)
+		off, err2 := strconv.ParseInt(os, 10, 64)
+		if !ok || !ok2 || err1 != nil || err2 != nil {
+			t.Fatalf("malformed output %q", v)
+		}
+		seen[id]++
+		if sources[int32(part)] == nil {
+			sources[int32(part)] = map[int64]int{}
+		}
+		sources[int32(part)][off]++
+	}
+	for i := 0; i < n; i++ {
+		if c := seen[fmt.Sprintf("id-%04d", i)]; c != 1 {
+			t.Errorf("id-%04d in %s %d times, want exactly once", i, out, c)
+		}
+	}
+	if len(seen) != n || len(got) != n {
+		t.Fatalf("%d records (%d distinct ids) in %s, want %d", len(got), len(seen), out, n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl := newClient(t, addr)
+	offsets, err := kadm.NewClient(cl).FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for part := int32(0); part < 6; part++ {
+		o, ok := offsets.Lookup(in, part)
+		if !ok || o.At != int64(len(sources[part])) {
+			t.Errorf("%s-%d: committed offset %+v, but %d of its records reached %s", in, part, o.At, len(sources[part]), out)
+		}
+		for off := int64(0); off < o.At; off++ {
+			if sources[part][off] != 1 {
+				t.Errorf("%s-%d offset %d reached %s %d times", in, part, off, out, sources[part][off])
+			}
+		}
+	}
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestVerifyAgainstKfake runs `kawa verify --brokers` against franz-go's
+// in-process kfake: the tool is not tied to Kawa. Workers run in process
+// (the test binary is not kawa, so it cannot start worker processes).
+func TestVerifyAgainstKfake(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	out := mustRun(t, runVerify, "", "--brokers", testBroker(t), "--duration", "3s", "--faults", "none",
+		"--workers", "inproc", "--rate", "100", "--out", dir)
+	for _, want := range []string{"SEMANTIC", "at-most-once: PASS", "at-least-once: PASS", "exactly-once: PASS", "faults injected: 0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if n := recordsChecked(t, out); n == 0 {
+		t.Errorf("no records checked:\n%s", out)
+	}
+	for _, f := range []string{"result.json", "history.jsonl", "report.html", "workers.log"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || (f != "workers.log" && st.Size() == 0) {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	var res struct {
+		Mode     string `json:"mode"`
+		Findings []struct {
+			Pass bool `json:"pass"`
+		} `json:"findings"`
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "result.json"))
+	if err := json.Unmarshal(b, &res); err != nil || res.Mode != "brokers" || len(res.Findings) != 33 {
+		t.Errorf("result.json: %v, mode %q, %d findings", err, res.Mode, len(res.Findings))
+	}
+}
+
+func recordsChecked(t *testing.T, out string) int {
+	t.Helper()
+	m := regexp.MustCompile(`records checked: (\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+func TestVerifyUsage(t *testing.T) {
+	t.Parallel()
+	cases := [][]string{
+		{"--brokers", "127.0.0.1:1", "--faults", "kill"},
+		{"--brokers", "127.0.0.1:1", "--spawn"},
+		{"--semantics", "maybe-once"},
+		{"--faults", "meteor"},
+		{"--duration", "0s"},
+		{"--workers", "threads"},
+	}
+	for _, args := range cases {
+		_, err := runCmd(t, runVerify, "", append(args, "--out", t.TempDir())...)
+		var usage *usageError
+		if !errors.As(err, &usage) {
+			t.Errorf("%v: err %v, want a usage error", args, err)
+		}
+	}
+}
+
+// TestVerifySpawnKillAndCrash is the end-to-end run on Kawa: a real
+// `kawa serve` child SIGKILLed and restarted, real worker processes
+// SIGKILLed, every semantic checked. It is a short version of the CI run.
+func TestVerifySpawnKillAndCrash(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cmd := exec.Command(kawaBinary(t), "verify", "--duration", "6s", "--faults", "kill,client-crash", "--seed", "1",
+		"--rate", "100", "--out", dir)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	outb, err := cmd.Output()
+	out := string(outb)
+	if err != nil {
+		t.Fatalf("kawa verify: %v\n%s\n%s", err, out, stderr.String())
+	}
+	m := regexp.MustCompile(`faults injected: (\d+)`).FindStringSubmatch(out)
+	if m == nil || m[1] == "0" {
+		t.Errorf("no faults injected:\n%s", out)
+	}
+	if recordsChecked(t, out) == 0 {
+		t.Errorf("no records checked:\n%s", out)
+	}
+	for _, want := range []string{"at-most-once: PASS", "at-least-once: PASS", "exactly-once: PASS"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(stderr.String(), "faults ") {
+		t.Errorf("no progress line on stderr:\n%s", stderr.String())
+	}
+}
