@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strconv"
@@ -115,6 +116,9 @@ func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		// Profiles on the same operator-only address (bench: fetch CPU).
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		msrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go msrv.Serve(mln)
 		lg.Info("metrics listening", "addr", mln.Addr().String())
