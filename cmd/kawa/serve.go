@@ -84,6 +84,12 @@ func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.
 	host, portStr, _ := net.SplitHostPort(ln.Addr().String())
 	if cfg.AdvertisedHost != "" {
 		host = cfg.AdvertisedHost
+	} else if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		// 0.0.0.0 / :: cannot be dialled: advertise the machine's name, as
+		// Kafka does for a listener without an advertised host.
+		if name, err := os.Hostname(); err == nil && name != "" {
+			host = name
+		}
 	} else {
 		host = loopbackName(host, net.LookupHost)
 	}
