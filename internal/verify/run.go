@@ -31,10 +31,9 @@ type Config struct {
 	Rate       int      // records per second per producer (default 200)
 	Partitions int32    // per topic (default 3)
 
-	History      io.Writer          // receives every event as a JSON line; optional
-	Progress     func(Progress)     // called about once a second; optional
-	DrainTimeout time.Duration      // bound on each end-of-run wait (default 20s)
-	PlanOptions  func(*PlanOptions) // tweaks the plan (tests); optional
+	History      io.Writer      // receives every event as a JSON line; optional
+	Progress     func(Progress) // called about once a second; optional
+	DrainTimeout time.Duration  // bound on each end-of-run wait (default 20s)
 }
 
 // Progress is a snapshot of a running verify.
@@ -119,9 +118,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	opts := PlanOptions{RunID: strconv.FormatUint(uint64(time.Now().UnixNano())&0xffffff, 36),
 		Semantics: cfg.Semantics, Partitions: cfg.Partitions, Rate: cfg.Rate, Seed: cfg.Seed}
-	if cfg.PlanOptions != nil {
-		cfg.PlanOptions(&opts)
-	}
 	res.Plan = NewPlan(opts)
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	err = adm.createTopics(cctx, res.Plan)
@@ -158,6 +154,7 @@ func needsProxy(kinds []FaultKind) bool {
 func runPhases(ctx context.Context, cfg Config, res *Result, hist *History, adm *admin, clientBrokers []string, opts PlanOptions) error {
 	sup := NewSupervisor(cfg.Launcher, res.Plan.Slots, clientBrokers, stamped(hist.Add))
 	sup.CrashRoles = cfg.CrashRoles
+	defer sup.Stop(0) // whatever is still running when a step fails
 	start := time.Now()
 	inj := &injector{broker: cfg.Broker, net: res.proxy, sup: sup, emit: hist.Add, start: start}
 	opts.defaults()
@@ -182,7 +179,6 @@ func runPhases(ctx context.Context, cfg Config, res *Result, hist *History, adm 
 	<-injDone
 	res.FaultsInjected = int(inj.count.Load())
 	if ctx.Err() != nil {
-		sup.Stop(0)
 		return ctx.Err()
 	}
 	phase.Store("stopping producers")
@@ -214,7 +210,9 @@ func endOfRun(ctx context.Context, cfg Config, res *Result, hist *History, adm *
 	}
 	sup.Stop(cfg.DrainTimeout, WorkerReader)
 	res.Slots = sup.Status()
-	if err := finalScan(ectx, res.Brokers, res.Plan, stamped(hist.Add)); err != nil {
+	sctx, cancel := context.WithTimeout(ctx, cfg.DrainTimeout)
+	defer cancel()
+	if err := finalScan(sctx, res.Brokers, res.Plan, stamped(hist.Add)); err != nil {
 		res.Notes = append(res.Notes, err.Error())
 	}
 	return nil

@@ -18,8 +18,11 @@ type admin struct {
 }
 
 func newAdmin(brokers []string) (*admin, error) {
+	// Not idempotent: the fences need no dedup, and only a non-idempotent
+	// producer gives up on an in-flight record when its context ends.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ClientID("kawa-verify-controller"),
-		kgo.MetadataMinAge(250*time.Millisecond), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		kgo.MetadataMinAge(250*time.Millisecond), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.DisableIdempotentWrite())
 	if err != nil {
 		return nil, err
 	}

@@ -29,6 +29,7 @@ func runConsumer(ctx context.Context, spec WorkerSpec, stop <-chan struct{}, emi
 	defer cancel()
 	topicIDs := &topicIDs{adm: kadm.NewClient(cl), ids: map[string][16]byte{}}
 	for {
+		_, before := cl.GroupMetadata()
 		fs := cl.PollRecords(pollCtx, 500)
 		if pollCtx.Err() != nil || fs.IsClientClosed() {
 			cl.AllowRebalance()
@@ -36,7 +37,7 @@ func runConsumer(ctx context.Context, spec WorkerSpec, stop <-chan struct{}, emi
 		}
 		recs := fs.Records()
 		if len(recs) > 0 {
-			if !consumeBatch(ctx, cl, spec, recs, topicIDs, emit) {
+			if !consumeBatch(ctx, cl, spec, recs, before, topicIDs, emit) {
 				return nil // crashed mid-batch
 			}
 		}
@@ -45,11 +46,20 @@ func runConsumer(ctx context.Context, spec WorkerSpec, stop <-chan struct{}, emi
 }
 
 // consumeBatch processes and commits one polled batch in the semantic's
-// order. It returns false if ctx ended (a crash) part way.
-func consumeBatch(ctx context.Context, cl *kgo.Client, spec WorkerSpec, recs []*kgo.Record, topicIDs *topicIDs, emit Emit) bool {
+// order. It returns false if ctx ended (a crash) part way. genBefore is the
+// generation before the poll: if the member rejoined while polling, which
+// generation the records belong to is unknown, so the batch is not
+// committed (at-most-once then drops it).
+func consumeBatch(ctx context.Context, cl *kgo.Client, spec WorkerSpec, recs []*kgo.Record, genBefore int32, topicIDs *topicIDs, emit Emit) bool {
 	member, gen := cl.GroupMetadata()
+	commit := func() error {
+		if genBefore > 0 && genBefore != gen { // classic generations start at 1
+			return fmt.Errorf("generation moved from %d to %d during the poll", genBefore, gen)
+		}
+		return commitFenced(ctx, cl, spec.Group, member, gen, recs, topicIDs)
+	}
 	if spec.Semantic == AtMostOnce {
-		err := commitFenced(ctx, cl, spec.Group, member, gen, recs, topicIDs)
+		err := commit()
 		emit(commitEvents(recs, gen, err)...)
 		if err != nil {
 			return ctx.Err() == nil // commit failed: drop the batch (at most once)
@@ -64,7 +74,7 @@ func consumeBatch(ctx context.Context, cl *kgo.Client, spec WorkerSpec, recs []*
 	if !sleepCtx(ctx, spec.ProcDelay) {
 		return false
 	}
-	err := commitFenced(ctx, cl, spec.Group, member, gen, recs, topicIDs)
+	err := commit()
 	emit(commitEvents(recs, gen, err)...)
 	return ctx.Err() == nil
 }
