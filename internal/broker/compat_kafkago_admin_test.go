@@ -33,7 +33,7 @@ func TestKafkaGoClientTopics(t *testing.T) {
 		t.Fatalf("ApiVersions: %v %v", err, av.Error)
 	}
 	for _, a := range av.ApiKeys {
-		if a.ApiKey == 0 && (a.MinVersion != 3 || a.MaxVersion != 11 || a.ApiName != "Produce") {
+		if a.ApiKey == 0 && (a.MinVersion != 3 || a.MaxVersion != 12 || a.ApiName != "Produce") {
 			t.Fatalf("Produce advertised as %+v", a)
 		}
 	}

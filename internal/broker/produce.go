@@ -13,7 +13,7 @@ import (
 	"github.com/kawa-broker/kawa/internal/partition"
 )
 
-// Produce (key 0), versions 3-11.
+// Produce (key 0), versions 3-12.
 //
 // Behaviour: record batch v2 only (v3+). Each partition's records must be
 // exactly one batch; it is validated (length, magic, CRC-32C, record framing
@@ -22,7 +22,9 @@ import (
 // (KIP-890 part 1, txn.go verifyTxnWrite): its partition must be in the
 // producer's Ongoing transaction, else INVALID_TXN_STATE (v3-v10) or
 // TRANSACTION_ABORTABLE (v11), so a delayed write can never land after its
-// transaction's marker. Errors per partition: CORRUPT_MESSAGE,
+// transaction's marker. From v12 (KIP-890 part 2, transaction.version 2) the
+// broker adds the partition to the producer's transaction itself
+// (txn.go addTxnWrite) instead of requiring AddPartitionsToTxn first. Errors per partition: CORRUPT_MESSAGE,
 // INVALID_RECORD, UNSUPPORTED_FOR_MESSAGE_FORMAT, MESSAGE_TOO_LARGE
 // (max.message.bytes), UNKNOWN_TOPIC_OR_PARTITION, and the idempotence codes
 // (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH; a duplicate is
@@ -33,10 +35,9 @@ import (
 // get the append time written into the batch and returned (v2+). Control
 // batches from clients are INVALID_RECORD. v8+ carries ErrorMessage.
 //
-// Version notes: v12 (KIP-890 part 2 implicit AddPartitionsToTxn) and v13
-// (topic IDs) are not advertised.
+// Version notes: v13 (topic IDs) is not advertised.
 func init() {
-	register(0, 3, 11, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
+	register(0, 3, 12, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
 		return b.produce(ctx, req.(*kmsg.ProduceRequest))
 	})
 }
@@ -66,7 +67,7 @@ func (b *Broker) produce(ctx context.Context, r *kmsg.ProduceRequest) reply {
 				spp.ErrorCode = kerr.InvalidRequiredAcks.Code
 				continue
 			}
-			p, res, err := b.appendPartition(r, rt.Topic, rp.Partition, rp.Records, now)
+			p, res, err := b.appendPartition(ctx, r, rt.Topic, rp.Partition, rp.Records, now)
 			if err != nil {
 				b.metrics.ProduceErrors.WithLabelValues(kerr.ErrorForCode(errCode(err)).Error()).Inc()
 				spp.ErrorCode = errCode(err)
@@ -109,8 +110,9 @@ func (b *Broker) produce(ctx context.Context, r *kmsg.ProduceRequest) reply {
 
 // appendPartition validates one partition's records and appends them. A
 // transactional batch is first verified with the transaction coordinator
-// (verifyTxnWrite), which holds its markers until the append is done.
-func (b *Broker) appendPartition(r *kmsg.ProduceRequest, topic string, idx int32, records []byte, now time.Time) (*partition.Partition, partition.AppendResult, error) {
+// (verifyTxnWrite; from v12 addTxnWrite enrols it first), which holds its
+// markers until the append is done.
+func (b *Broker) appendPartition(ctx context.Context, r *kmsg.ProduceRequest, topic string, idx int32, records []byte, now time.Time) (*partition.Partition, partition.AppendResult, error) {
 	t, ok := b.catalog.Get(topic)
 	if !ok {
 		return nil, partition.AppendResult{}, kerr.UnknownTopicOrPartition
@@ -131,7 +133,7 @@ func (b *Broker) appendPartition(r *kmsg.ProduceRequest, topic string, idx int32
 		return nil, partition.AppendResult{}, fmt.Errorf("%w: clients may not produce control batches", kerr.InvalidRecord)
 	}
 	if h.Transactional() {
-		release, err := b.verifyTxnWrite(r.TransactionID, r.Version, h.ProducerID, h.ProducerEpoch, topic, idx)
+		release, err := b.txnWrite(ctx, r.TransactionID, r.Version, h.ProducerID, h.ProducerEpoch, topic, idx)
 		if err != nil {
 			return nil, partition.AppendResult{}, err
 		}

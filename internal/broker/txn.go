@@ -155,6 +155,44 @@ func (b *Broker) coordinatorAvailable(keyType int8) int16 {
 	return kerr.InvalidRequest.Code
 }
 
+// txnWrite checks a transactional batch before its append: Produce v12+
+// enrols the partition in the transaction (addTxnWrite, KIP-890 part 2),
+// older versions only verify (verifyTxnWrite, part 1).
+func (b *Broker) txnWrite(ctx context.Context, txnID *string, version int16, producerID int64, epoch int16, topic string, idx int32) (func(), error) {
+	if version >= 12 {
+		if err := b.addTxnWrite(ctx, txnID, producerID, epoch, topic, idx); err != nil {
+			return nil, err
+		}
+	}
+	return b.verifyTxnWrite(txnID, version, producerID, epoch, topic, idx)
+}
+
+// addTxnWrite is the implicit AddPartitionsToTxn of Produce v12+ (KIP-890
+// part 2): the partition joins the producer's transaction, opening one if
+// none is, durably before the append; the write is then verified and pinned
+// as in part 1. It blocks the connection like any append does, which keeps
+// the producer's in-flight batches in order. Errors are those of
+// verifyTxnWrite (a wrong state is INVALID_TXN_STATE).
+func (b *Broker) addTxnWrite(ctx context.Context, txnID *string, producerID int64, epoch int16, topic string, idx int32) error {
+	if txnID == nil || *txnID == "" {
+		return nil // verifyTxnWrite answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+	}
+	pe := txn.ProducerIDEpoch{ProducerID: producerID, Epoch: epoch}
+	err := b.txn.AddPartitions(ctx, *txnID, pe, []txn.TopicPartition{{Topic: topic, Partition: idx}})
+	if err != nil {
+		b.lg.Debug("implicit add to transaction refused", "transactional_id", *txnID, "producer_id", producerID, "epoch", epoch, "topic", topic, "partition", idx, "err", err)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, kerr.ProducerFenced):
+		return fmt.Errorf("%w: the producer epoch is not the transaction's", kerr.InvalidProducerEpoch)
+	case errors.Is(err, kerr.ConcurrentTransactions), errors.Is(err, kerr.CoordinatorNotAvailable):
+		return fmt.Errorf("%w: cannot add to the transaction now: %v", kerr.NotEnoughReplicas, err)
+	}
+	return err
+}
+
 // verifyTxnWrite is KIP-890 part 1 for a transactional batch to topic/idx:
 // the request must name its transactional.id, whose coordinator must have
 // this partition in an Ongoing transaction of the batch's producer ID and

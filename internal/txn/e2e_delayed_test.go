@@ -50,7 +50,7 @@ func TestDelayedProduceAfterAbortRefused(t *testing.T) {
 				return proxy.Action{}
 			})
 			direct := newRaw(t, k, map[kmsg.Key]int16{kmsg.EndTxn: tc.endTxn})
-			delayed := &raw{t: t, cl: k.Client(kgo.SeedBrokers(px.Addr()))}
+			delayed := &raw{t: t, cl: k.Client(kgo.SeedBrokers(px.Addr()), kgo.MaxVersions(rawVersions(nil)))}
 			id := name("tx")
 			p := direct.mustInit(id, 60000, nil)
 			direct.addPartitions(id, p, topic, 0)

@@ -115,13 +115,22 @@ type raw struct {
 }
 
 func newRaw(t *testing.T, k *kawatest.Broker, caps map[kmsg.Key]int16) *raw {
+	return &raw{t: t, cl: k.Client(kgo.MaxVersions(rawVersions(caps)))}
+}
+
+// rawVersions are the request versions of raw clients: caps over defaults.
+func rawVersions(caps map[kmsg.Key]int16) *kversion.Versions {
 	v := kversion.Stable()
 	v.SetMaxKeyVersion(int16(kmsg.AddPartitionsToTxn), 3) // v4+ is the brokers' batched form
 	v.SetMaxKeyVersion(int16(kmsg.OffsetFetch), 7)        // v8+ batches groups
+	// Produce v12 and TxnOffsetCommit v5 enrol implicitly (KIP-890 part 2);
+	// raw tests add explicitly and check the part 1 verification.
+	v.SetMaxKeyVersion(int16(kmsg.Produce), 11)
+	v.SetMaxKeyVersion(int16(kmsg.TxnOffsetCommit), 4)
 	for key, max := range caps {
 		v.SetMaxKeyVersion(int16(key), max)
 	}
-	return &raw{t: t, cl: k.Client(kgo.MaxVersions(v))}
+	return v
 }
 
 func (r *raw) do(req kmsg.Request) kmsg.Response {
