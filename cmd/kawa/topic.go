@@ -98,7 +98,8 @@ func setupTopicCreate(fs *flagSet) func(context.Context, *kadm.Client, []string,
 			return fs.usageErr("--replication-factor must be -1 or positive, got %d", *replication)
 		}
 		resp, err := adm.CreateTopic(ctx, int32(*partitions), int16(*replication), configs.configs(), args[0])
-		if err == nil {
+		if resp.Err != nil {
+			// kadm returns resp.Err as err too; add the broker's message.
 			err = withMessage(resp.Err, resp.ErrMessage)
 		}
 		if err != nil {

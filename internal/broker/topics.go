@@ -3,6 +3,8 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -69,6 +71,15 @@ func (b *Broker) createTopic(t meta.Topic) (meta.Topic, error) {
 		return meta.Topic{}, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
 	}
 	if err := b.openTopic(t); err != nil {
+		// Roll back: a catalog entry whose partitions cannot open (e.g. out
+		// of file descriptors) would make every later start fail.
+		b.lg.Error("topic creation failed; rolled back", "topic", t.Name, "partitions", t.Partitions, "err", err)
+		if derr := b.catalog.Delete(t.Name); derr != nil {
+			b.lg.Error("rolling back topic creation failed", "topic", t.Name, "err", derr)
+		}
+		for i := int32(0); i < t.Partitions; i++ {
+			_ = os.RemoveAll(b.partitionDir(t.Name, i))
+		}
 		return meta.Topic{}, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
 	}
 	b.lg.Info("topic created", "topic", t.Name, "partitions", t.Partitions)
@@ -138,11 +149,17 @@ func errCode(err error) int16 {
 	return kerr.UnknownServerError.Code
 }
 
-// errMsg returns a message for response ErrorMessage fields.
+// errMsg returns the detail of err for response ErrorMessage fields: the
+// text after the Kafka error's own name and description, which the client
+// already derives from the code.
 func errMsg(err error) *string {
 	if err == nil {
 		return nil
 	}
 	s := err.Error()
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		s = strings.TrimPrefix(s, ke.Error()+": ")
+	}
 	return &s
 }
