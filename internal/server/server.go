@@ -21,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -58,6 +59,9 @@ type Conn struct {
 type Config struct {
 	MaxRequestBytes int32 // frames declaring more close the connection
 	MaxInFlight     int   // requests read ahead of their responses
+	// MaxIdle closes a connection that sends no complete request for this
+	// long (Kafka's connections.max.idle.ms, default 10 minutes).
+	MaxIdle time.Duration
 	Logger          *slog.Logger
 	// OnPanic, if set, is called when a handler panics (for a metric).
 	OnPanic func()
@@ -86,6 +90,9 @@ func New(cfg Config, h Handler) *Server {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxIdle <= 0 {
+		cfg.MaxIdle = 10 * time.Minute
 	}
 	return &Server{cfg: cfg, h: h, log: cfg.Logger, conns: map[*conn]struct{}{}}
 }
@@ -215,6 +222,12 @@ func (c *conn) readLoop() {
 	ctx := wire.WithPollDone(c.ctx, pollDone)
 	r := bufio.NewReaderSize(c.nc, 64<<10)
 	for {
+		// Idle limit for the next request; checked against stopped after
+		// setting it so a concurrent shutdown's deadline is never overwritten.
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.MaxIdle))
+		if c.stopped.Load() {
+			return
+		}
 		frame, err := wire.ReadFrame(r, c.s.cfg.MaxRequestBytes)
 		if err != nil {
 			c.logReadEnd(err)
@@ -243,6 +256,8 @@ func (c *conn) readLoop() {
 func (c *conn) logReadEnd(err error) {
 	switch {
 	case errors.Is(err, io.EOF), c.stopped.Load():
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		c.s.log.Debug("closing idle connection", "remote", c.info.Remote, "idle", c.s.cfg.MaxIdle)
 	case errors.Is(err, wire.ErrFrameTooLarge):
 		c.s.log.Warn("closing connection: request larger than max-request-bytes", "remote", c.info.Remote, "max", c.s.cfg.MaxRequestBytes, "err", err)
 	default:

@@ -106,3 +106,23 @@ func TestPanicClosesOnlyThatConnection(t *testing.T) {
 		t.Fatalf("healthy connection after a panic elsewhere: %v", err)
 	}
 }
+
+// TestIdleConnectionClosed: a connection that sends nothing (or half a
+// frame) is closed after MaxIdle.
+func TestIdleConnectionClosed(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{MaxRequestBytes: 1 << 20, MaxIdle: 200 * time.Millisecond}, testHandler{})
+	go s.Serve(ln)
+	defer s.Shutdown(context.Background())
+	c, _ := net.Dial("tcp", ln.Addr().String())
+	defer c.Close()
+	c.Write([]byte{0, 0, 0, 50, 0}) // half a frame, then silence
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("idle connection: read %v, want EOF (closed by the server)", err)
+	}
+}
