@@ -62,7 +62,7 @@ type Config struct {
 	// MaxIdle closes a connection that sends no complete request for this
 	// long (Kafka's connections.max.idle.ms, default 10 minutes).
 	MaxIdle time.Duration
-	Logger          *slog.Logger
+	Logger  *slog.Logger
 	// OnPanic, if set, is called when a handler panics (for a metric).
 	OnPanic func()
 }
