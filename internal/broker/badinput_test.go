@@ -232,3 +232,34 @@ func rawBatch(value []byte) []byte {
 	return batch.Encode(batch.Header{FirstTimestamp: ts, MaxTimestamp: ts, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
 		[]kmsg.Record{{Value: value}})
 }
+
+// TestProduceRecordsShape: Kafka's ProduceRequest.validateRecords answers
+// INVALID_RECORD for empty records, two batches, or a magic other than 2.
+func TestProduceRecordsShape(t *testing.T) {
+	t.Parallel()
+	k := kawatest.NewBroker(t)
+	k.CreateTopic("shape", 1, nil)
+	one := rawBatch([]byte("a"))
+	magic1 := append([]byte(nil), one...)
+	magic1[16] = 1
+	for name, records := range map[string][]byte{
+		"empty":       {},
+		"two batches": append(append([]byte(nil), one...), rawBatch([]byte("b"))...),
+		"magic 1":     magic1,
+	} {
+		c := dial(t, k.Addr)
+		req := kmsg.NewPtrProduceRequest()
+		req.Version = 9
+		req.Acks = 1
+		req.TimeoutMillis = 5000
+		req.Topics = []kmsg.ProduceRequestTopic{{Topic: "shape", Partitions: []kmsg.ProduceRequestTopicPartition{{Records: records}}}}
+		c.write(c.frame(req))
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		if err := c.read(resp); err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.Topics[0].Partitions[0].ErrorCode; got != kerr.InvalidRecord.Code {
+			t.Errorf("%s: error %d, want INVALID_RECORD (87)", name, got)
+		}
+	}
+}

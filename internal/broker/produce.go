@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -125,6 +126,9 @@ func (b *Broker) appendPartition(ctx context.Context, r *kmsg.ProduceRequest, to
 	if len(records) > int(tc.MaxMessageBytes) {
 		return nil, partition.AppendResult{}, fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", kerr.MessageTooLarge, len(records), tc.MaxMessageBytes)
 	}
+	if err := singleV2Batch(records); err != nil {
+		return nil, partition.AppendResult{}, err
+	}
 	h, err := batch.Validate(records)
 	if err != nil {
 		return nil, partition.AppendResult{}, err
@@ -145,4 +149,26 @@ func (b *Broker) appendPartition(ctx context.Context, r *kmsg.ProduceRequest, to
 	}
 	b.metrics.ProducedBytes.Add(float64(len(records)))
 	return p, res, nil
+}
+
+// singleV2Batch applies Kafka's ProduceRequest.validateRecords for v3+: the
+// records must be exactly one batch of magic 2, else INVALID_RECORD. Damage
+// inside that batch (length, CRC) is left to batch.Validate
+// (CORRUPT_MESSAGE).
+func singleV2Batch(records []byte) error {
+	if len(records) == 0 {
+		return fmt.Errorf("%w: produce v3+ needs exactly one record batch", kerr.InvalidRecord)
+	}
+	if len(records) > 16 && records[16] != 2 {
+		return fmt.Errorf("%w: produce v3+ accepts only magic 2 record batches, got magic %d", kerr.InvalidRecord, records[16])
+	}
+	if len(records) < batch.HeaderSize {
+		return nil // too short to judge: batch.Validate reports it as corrupt
+	}
+	if n := 12 + int64(int32(binary.BigEndian.Uint32(records[8:]))); n > 0 && n < int64(len(records)) {
+		if h, err := batch.ParseHeader(records[n:]); err == nil && h.Magic == 2 {
+			return fmt.Errorf("%w: produce v3+ allows exactly one record batch per partition", kerr.InvalidRecord)
+		}
+	}
+	return nil
 }
