@@ -44,27 +44,36 @@ func runServe(args []string) error {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&cfg.RetentionCheck, "retention-check-interval", 5*time.Minute, "how often retention runs")
 	if err := fs.Parse(args); err != nil {
-		return serveFlagError{err}
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return serveUsage("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return serveUsage("unexpected argument %q (serve takes only flags)", fs.Arg(0))
+	}
+	if cfg.FsyncInterval <= 0 || cfg.RetentionCheck <= 0 {
+		return serveUsage("--fsync-interval and --retention-check-interval must be positive")
 	}
 	var err error
 	if cfg.Fsync, err = config.ParseFsync(*fsync); err != nil {
-		return serveFlagError{err}
+		return serveUsage("%v", err)
 	}
 	if *maxReq <= 0 || *maxReq > 1<<30 {
-		return serveFlagError{fmt.Errorf("--max-request-bytes must be between 1 and 1073741824")}
+		return serveUsage("--max-request-bytes must be between 1 and 1073741824")
 	}
 	cfg.MaxRequestBytes = int32(*maxReq)
 	if *nodeID < 0 || *nodeID > 1<<31-1 {
-		return serveFlagError{fmt.Errorf("--node-id must be between 0 and 2147483647")}
+		return serveUsage("--node-id must be between 0 and 2147483647")
 	}
 	cfg.NodeID = int32(*nodeID)
 	if *parts <= 0 {
-		return serveFlagError{fmt.Errorf("--num-partitions must be positive")}
+		return serveUsage("--num-partitions must be positive")
 	}
 	cfg.DefaultPartitions = int32(*parts)
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return serveFlagError{fmt.Errorf("--log-level: %w", err)}
+		return serveUsage("--log-level: %w", err)
 	}
 	lg := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
@@ -155,11 +164,11 @@ func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.
 	return serveErr
 }
 
-// serveFlagError marks a bad command line (exit status 2).
-type serveFlagError struct{ err error }
-
-func (u serveFlagError) Error() string { return u.err.Error() }
-func (u serveFlagError) Unwrap() error { return u.err }
+// serveUsage is a bad `kawa serve` command line: exit status 2, like the
+// other subcommands (the flag set already printed its own usage).
+func serveUsage(format string, args ...any) error {
+	return usageErrorf("serve", "run 'kawa serve -h' for the flags\n", format, args...)
+}
 
 // loopbackName returns "localhost" for a 127.0.0.1 listener when every
 // address "localhost" resolves to is 127.0.0.1, else host unchanged. Kafka's
