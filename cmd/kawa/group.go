@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -28,17 +27,8 @@ nothing.
 Every form takes --brokers (default ` + defaultBrokers + `) and --timeout (default 10s).
 `
 
-// groupCmd is one `kawa group` subcommand; like topicCmd it gets an admin
-// client and its positional arguments already checked for count.
-type groupCmd struct {
-	name     string
-	synopsis string
-	nargs    int
-	setup    func(fs *flagSet) func(ctx context.Context, adm *kadm.Client, args []string, w io.Writer) error
-}
-
-func groupCommands() []groupCmd {
-	return []groupCmd{
+func groupCommands() []adminCmd {
+	return []adminCmd{
 		{"list", "kawa group list", 0, noFlags(groupList)},
 		{"describe", "kawa group describe GROUP", 1, noFlags(groupDescribe)},
 		{"delete", "kawa group delete GROUP", 1, noFlags(groupDelete)},
@@ -48,43 +38,7 @@ func groupCommands() []groupCmd {
 
 // runGroup implements `kawa group`: consumer-group administration through kadm.
 func runGroup(args []string, _ io.Reader, stdout io.Writer) error {
-	if len(args) == 0 {
-		return usageErrorf("group", groupUsage, "missing group subcommand")
-	}
-	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		return &helpRequest{usage: groupUsage}
-	}
-	for _, c := range groupCommands() {
-		if c.name == args[0] {
-			return c.run(args[1:], stdout)
-		}
-	}
-	return usageErrorf("group", groupUsage, "unknown group subcommand %q", args[0])
-}
-
-func (c groupCmd) run(args []string, stdout io.Writer) error {
-	fs := newFlagSet("group "+c.name, c.synopsis)
-	brokers := brokersFlag(fs)
-	timeout := fs.Duration("timeout", 10*time.Second, "give up on the broker after this long")
-	exec := c.setup(fs)
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != c.nargs {
-		return fs.usageErr("want %d argument(s), got %d", c.nargs, len(pos))
-	}
-	cl, err := clientFor(fs, *brokers)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	if err := exec(ctx, kadm.NewClient(cl), pos, stdout); err != nil {
-		return fmt.Errorf("group %s: %w", c.name, err)
-	}
-	return nil
+	return runAdmin("group", groupUsage, groupCommands(), args, stdout)
 }
 
 // groupList prints every group with its state and protocol type, by name.

@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 )
@@ -22,17 +21,8 @@ const topicUsage = `usage: kawa topic <create|list|describe|delete> [flags]
 Every form takes --brokers (default ` + defaultBrokers + `) and --timeout (default 10s).
 `
 
-// topicCmd is one `kawa topic` subcommand; it gets an admin client and its
-// positional arguments already checked for count.
-type topicCmd struct {
-	name     string
-	synopsis string
-	nargs    int // required positional arguments
-	setup    func(fs *flagSet) func(ctx context.Context, adm *kadm.Client, args []string, w io.Writer) error
-}
-
-func topicCommands() []topicCmd {
-	return []topicCmd{
+func topicCommands() []adminCmd {
+	return []adminCmd{
 		{"create", "kawa topic create NAME [--partitions N] [--replication-factor R] [--config k=v ...]", 1, setupTopicCreate},
 		{"list", "kawa topic list", 0, noFlags(topicList)},
 		{"describe", "kawa topic describe NAME", 1, noFlags(topicDescribe)},
@@ -42,47 +32,7 @@ func topicCommands() []topicCmd {
 
 // runTopic implements `kawa topic`: topic administration through kadm.
 func runTopic(args []string, _ io.Reader, stdout io.Writer) error {
-	if len(args) == 0 {
-		return usageErrorf("topic", topicUsage, "missing topic subcommand")
-	}
-	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		return &helpRequest{usage: topicUsage}
-	}
-	for _, c := range topicCommands() {
-		if c.name == args[0] {
-			return c.run(args[1:], stdout)
-		}
-	}
-	return usageErrorf("topic", topicUsage, "unknown topic subcommand %q", args[0])
-}
-
-func (c topicCmd) run(args []string, stdout io.Writer) error {
-	fs := newFlagSet("topic "+c.name, c.synopsis)
-	brokers := brokersFlag(fs)
-	timeout := fs.Duration("timeout", 10*time.Second, "give up on the broker after this long")
-	exec := c.setup(fs)
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != c.nargs {
-		return fs.usageErr("want %d argument(s), got %d", c.nargs, len(pos))
-	}
-	cl, err := clientFor(fs, *brokers)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	if err := exec(ctx, kadm.NewClient(cl), pos, stdout); err != nil {
-		return fmt.Errorf("topic %s: %w", c.name, err)
-	}
-	return nil
-}
-
-func noFlags(f func(ctx context.Context, adm *kadm.Client, args []string, w io.Writer) error) func(*flagSet) func(context.Context, *kadm.Client, []string, io.Writer) error {
-	return func(*flagSet) func(context.Context, *kadm.Client, []string, io.Writer) error { return f }
+	return runAdmin("topic", topicUsage, topicCommands(), args, stdout)
 }
 
 func setupTopicCreate(fs *flagSet) func(context.Context, *kadm.Client, []string, io.Writer) error {

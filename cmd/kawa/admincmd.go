@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// adminFunc runs one admin subcommand against the broker.
+type adminFunc = func(ctx context.Context, adm *kadm.Client, args []string, w io.Writer) error
+
+// adminCmd is one subcommand of a kadm-based command group (`kawa topic`,
+// `kawa group`): its name, synopsis, required positional arguments, and a
+// setup that declares its flags and returns what to run.
+type adminCmd struct {
+	name     string
+	synopsis string
+	nargs    int // required positional arguments
+	setup    func(fs *flagSet) adminFunc
+}
+
+// noFlags adapts a subcommand that declares no flags of its own.
+func noFlags(f adminFunc) func(*flagSet) adminFunc {
+	return func(*flagSet) adminFunc { return f }
+}
+
+// runAdmin dispatches args[0] among cmds of the command group group.
+func runAdmin(group, usage string, cmds []adminCmd, args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return usageErrorf(group, usage, "missing %s subcommand", group)
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		return &helpRequest{usage: usage}
+	}
+	for _, c := range cmds {
+		if c.name == args[0] {
+			return c.run(group, args[1:], stdout)
+		}
+	}
+	return usageErrorf(group, usage, "unknown %s subcommand %q", group, args[0])
+}
+
+// run parses the subcommand's flags, connects and runs it with a timeout.
+func (c adminCmd) run(group string, args []string, stdout io.Writer) error {
+	fs := newFlagSet(group+" "+c.name, c.synopsis)
+	brokers := brokersFlag(fs)
+	timeout := fs.Duration("timeout", 10*time.Second, "give up on the broker after this long")
+	exec := c.setup(fs)
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != c.nargs {
+		return fs.usageErr("want %d argument(s), got %d", c.nargs, len(pos))
+	}
+	cl, err := clientFor(fs, *brokers)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	if err := exec(ctx, kadm.NewClient(cl), pos, stdout); err != nil {
+		return fmt.Errorf("%s %s: %w", group, c.name, err)
+	}
+	return nil
+}
