@@ -28,7 +28,7 @@ var allowed = map[string][]string{
 		"twmb/franz-go/pkg/kmsg", "twmb/franz-go/pkg/kerr", "prometheus/client_golang/prometheus"},
 	"internal/verify":   {"internal/proxy", "twmb/franz-go/pkg/", "prometheus/"},
 	"internal/kawatest": {"internal/server", "internal/broker", "internal/config", "twmb/franz-go/pkg/kgo", "twmb/franz-go/pkg/kadm"},
-	"cmd/kawa": {"internal/", "twmb/franz-go/pkg/", "prometheus/client_golang/", "outbox", "dedup",
+	"cmd/kawa": {"internal/", "twmb/franz-go/pkg/", "prometheus/client_golang/", "outbox", "dedup", "sqlurl",
 		"modernc.org/sqlite", "jackc/pgx/v5/stdlib"},
 	// The public SDK never imports internal/ (design.md).
 	"delivery":             {"twmb/franz-go/pkg/kgo", "twmb/franz-go/pkg/kadm", "twmb/franz-go/pkg/kmsg", "twmb/franz-go/pkg/kerr"},
@@ -36,7 +36,8 @@ var allowed = map[string][]string{
 	"dedup":                {"twmb/franz-go/pkg/kgo"},
 	"outbox":               {"dedup", "twmb/franz-go/pkg/kgo", "twmb/franz-go/pkg/kadm", "twmb/franz-go/pkg/kmsg", "twmb/franz-go/pkg/kerr"},
 	"outbox/pgnotify":      {"outbox", "jackc/pgx/v5", "jackc/pgx/v5/", "jackc/pgxlisten"},
-	"examples/orders": {"delivery", "dedup", "outbox", "outbox/pgnotify", "twmb/franz-go/pkg/",
+	"sqlurl":               {"dedup", "modernc.org/sqlite", "jackc/pgx/v5/stdlib"},
+	"examples/orders": {"sqlurl", "delivery", "dedup", "outbox", "outbox/pgnotify", "twmb/franz-go/pkg/",
 		"modernc.org/sqlite", "jackc/pgx/v5/stdlib"},
 }
 
