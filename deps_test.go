@@ -36,6 +36,7 @@ var allowed = map[string][]string{
 	"dedup":                {"twmb/franz-go/pkg/kgo"},
 	"outbox":               {"dedup", "twmb/franz-go/pkg/kgo", "twmb/franz-go/pkg/kadm", "twmb/franz-go/pkg/kmsg", "twmb/franz-go/pkg/kerr"},
 	"outbox/pgnotify":      {"outbox", "jackc/pgx/v5", "jackc/pgx/v5/", "jackc/pgxlisten"},
+	"internal/sqltest":     {"dedup", "sqlurl"},
 	"sqlurl":               {"dedup", "modernc.org/sqlite", "jackc/pgx/v5/stdlib"},
 	"examples/orders": {"sqlurl", "delivery", "dedup", "outbox", "outbox/pgnotify", "twmb/franz-go/pkg/",
 		"modernc.org/sqlite", "jackc/pgx/v5/stdlib"},

@@ -1,0 +1,88 @@
+package sqlurl_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kawa-broker/kawa/dedup"
+	"github.com/kawa-broker/kawa/sqlurl"
+)
+
+func TestParse(t *testing.T) {
+	cases := []struct {
+		in      string
+		driver  string
+		dialect dedup.Dialect
+		dsnHas  string
+		wantErr string
+	}{
+		{in: "sqlite:///tmp/x.db", driver: "sqlite", dialect: dedup.SQLite, dsnHas: "file:/tmp/x.db?"},
+		{in: "sqlite:data/x.db", driver: "sqlite", dialect: dedup.SQLite, dsnHas: "file:data/x.db?"},
+		{in: "postgres://u:p@127.0.0.1:5432/db?sslmode=disable", driver: "pgx", dialect: dedup.Postgres, dsnHas: "postgres://u:p@"},
+		{in: "postgresql:///db?host=/tmp/s", driver: "pgx", dialect: dedup.Postgres},
+		{in: "sqlite://x.db", wantErr: "absolute"},
+		{in: "sqlite:///tmp/x.db?mode=ro", wantErr: "no query"},
+		{in: "sqlite:///tmp/", wantErr: "names no database file"},
+		{in: "mysql://x", wantErr: "unsupported scheme"},
+		{in: "/tmp/x.db", wantErr: "no scheme"},
+	}
+	for _, c := range cases {
+		driver, dsn, d, err := sqlurl.Parse(c.in)
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("Parse(%q) error = %v, want it to mention %q", c.in, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil || driver != c.driver || d != c.dialect || !strings.Contains(dsn, c.dsnHas) {
+			t.Errorf("Parse(%q) = %q, %q, %v, %v", c.in, driver, dsn, d, err)
+		}
+	}
+}
+
+func TestRedact(t *testing.T) {
+	got := sqlurl.Redact("postgres://kawa:secret@db:5432/x")
+	if strings.Contains(got, "secret") || !strings.Contains(got, "kawa:xxxxx@") {
+		t.Fatalf("Redact = %q", got)
+	}
+}
+
+// TestOpenSQLiteSettings checks that the pragmas the SDK relies on are in
+// force on a connection from the pool.
+func TestOpenSQLiteSettings(t *testing.T) {
+	ctx := context.Background()
+	db, d, err := sqlurl.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if d != dedup.SQLite {
+		t.Fatalf("dialect %v", d)
+	}
+	var mode string
+	var sync, timeout int
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&timeout); err != nil {
+		t.Fatal(err)
+	}
+	if mode != "wal" || sync != 2 || timeout != 10000 {
+		t.Fatalf("journal_mode=%s synchronous=%d busy_timeout=%d, want wal 2 10000", mode, sync, timeout)
+	}
+}
+
+func TestOpenUnreachablePostgres(t *testing.T) {
+	_, _, err := sqlurl.Open(context.Background(), "postgres://kawa:pw@/nodb?host="+t.TempDir()+"&connect_timeout=2")
+	if err == nil {
+		t.Fatal("Open of a PostgreSQL with no server succeeded")
+	}
+	if strings.Contains(err.Error(), ":pw@") {
+		t.Fatalf("error leaks the password: %v", err)
+	}
+}
