@@ -20,14 +20,12 @@ import (
 // Version notes: PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2
 // (KIP-588). v3 is flexible. v4 (KIP-890) only signals that the client
 // understands TRANSACTION_ABORTABLE.
-func init() {
-	register(25, 0, 4, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
-		r := req.(*kmsg.AddOffsetsToTxnRequest)
-		return func() (kmsg.Response, error) {
-			resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
-			err := b.txn.AddOffsets(ctx, r.TransactionalID, txn.ProducerIDEpoch{ProducerID: r.ProducerID, Epoch: r.ProducerEpoch}, r.Group)
-			resp.ErrorCode = txnCode(err, r.Version, 2)
-			return resp, nil
-		}
-	})
+func (b *Broker) handleAddOffsetsToTxn(ctx context.Context, req kmsg.Request) reply {
+	r := req.(*kmsg.AddOffsetsToTxnRequest)
+	return func() (kmsg.Response, error) {
+		resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+		err := b.txn.AddOffsets(ctx, r.TransactionalID, txn.ProducerIDEpoch{ProducerID: r.ProducerID, Epoch: r.ProducerEpoch}, r.Group)
+		resp.ErrorCode = txnCode(err, r.Version, 2)
+		return resp, nil
+	}
 }

@@ -23,21 +23,19 @@ import (
 //
 // Version notes: PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2
 // (KIP-588). v3 is flexible.
-func init() {
-	register(24, 0, 5, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
-		r := req.(*kmsg.AddPartitionsToTxnRequest)
-		return func() (kmsg.Response, error) {
-			resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
-			if r.Version < 4 {
-				resp.Topics = b.addPartitionsV3(ctx, r)
-				return resp, nil
-			}
-			for _, t := range r.Transactions {
-				resp.Transactions = append(resp.Transactions, b.addPartitionsV4(ctx, r.Version, t))
-			}
+func (b *Broker) handleAddPartitionsToTxn(ctx context.Context, req kmsg.Request) reply {
+	r := req.(*kmsg.AddPartitionsToTxnRequest)
+	return func() (kmsg.Response, error) {
+		resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+		if r.Version < 4 {
+			resp.Topics = b.addPartitionsV3(ctx, r)
 			return resp, nil
 		}
-	})
+		for _, t := range r.Transactions {
+			resp.Transactions = append(resp.Transactions, b.addPartitionsV4(ctx, r.Version, t))
+		}
+		return resp, nil
+	}
 }
 
 func (b *Broker) addPartitionsV3(ctx context.Context, r *kmsg.AddPartitionsToTxnRequest) []kmsg.AddPartitionsToTxnResponseTopic {

@@ -1,8 +1,10 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -16,21 +18,65 @@ import (
 // response, nil for none, or an error that closes the connection.
 type reply = func() (kmsg.Response, error)
 
-// api is one entry of the handler table.
+// api is one entry of the handler table: an API key, the version range
+// advertised in ApiVersions and accepted on the wire (inclusive), and the
+// handler, a method documented in the file named after the API (or, for the
+// group coordinator's APIs, on group.Coordinator's method).
 type api struct {
+	key      kmsg.Key
 	min, max int16
 	handle   func(b *Broker, ctx context.Context, req kmsg.Request) reply
 }
 
-// apis is the handler table: the only place versions are declared.
-// ApiVersions answers from it.
-var apis = map[int16]api{}
+// apis is the handler table, sorted by key: the only place keys and versions
+// are declared. ApiVersions answers from it; TestAPITable checks the order
+// and each handler's documented range against it.
+var apis = [...]api{
+	{kmsg.Produce, 3, 12, (*Broker).handleProduce},
+	{kmsg.Fetch, 4, 12, (*Broker).handleFetch},
+	{kmsg.ListOffsets, 1, 8, (*Broker).handleListOffsets},
+	{kmsg.Metadata, 0, 12, (*Broker).handleMetadata},
+	{kmsg.OffsetCommit, 2, 10, (*Broker).handleOffsetCommit},
+	{kmsg.OffsetFetch, 1, 10, (*Broker).handleOffsetFetch},
+	{kmsg.FindCoordinator, 0, 4, (*Broker).handleFindCoordinator},
+	{kmsg.JoinGroup, 0, 9, (*Broker).handleJoinGroup},
+	{kmsg.Heartbeat, 0, 4, (*Broker).handleHeartbeat},
+	{kmsg.LeaveGroup, 0, 5, (*Broker).handleLeaveGroup},
+	{kmsg.SyncGroup, 0, 5, (*Broker).handleSyncGroup},
+	{kmsg.DescribeGroups, 0, 6, (*Broker).handleDescribeGroups},
+	{kmsg.ListGroups, 0, 5, (*Broker).handleListGroups},
+	{kmsg.ApiVersions, 0, 4, (*Broker).handleApiVersions},
+	{kmsg.CreateTopics, 2, 7, (*Broker).handleCreateTopics},
+	{kmsg.DeleteTopics, 1, 6, (*Broker).handleDeleteTopics},
+	{kmsg.DeleteRecords, 0, 2, (*Broker).handleDeleteRecords},
+	{kmsg.InitProducerID, 0, 4, (*Broker).handleInitProducerID},
+	{kmsg.AddPartitionsToTxn, 0, 5, (*Broker).handleAddPartitionsToTxn},
+	{kmsg.AddOffsetsToTxn, 0, 4, (*Broker).handleAddOffsetsToTxn},
+	{kmsg.EndTxn, 0, 5, (*Broker).handleEndTxn},
+	{kmsg.WriteTxnMarkers, 0, 2, (*Broker).handleWriteTxnMarkers},
+	{kmsg.TxnOffsetCommit, 0, 5, (*Broker).handleTxnOffsetCommit},
+	{kmsg.DescribeConfigs, 1, 4, (*Broker).handleDescribeConfigs},
+	{kmsg.AlterConfigs, 0, 2, (*Broker).handleAlterConfigs},
+	{kmsg.CreatePartitions, 0, 3, (*Broker).handleCreatePartitions},
+	{kmsg.DeleteGroups, 0, 2, (*Broker).handleDeleteGroups},
+	{kmsg.ElectLeaders, 0, 2, (*Broker).handleElectLeaders},
+	{kmsg.IncrementalAlterConfigs, 0, 1, (*Broker).handleIncrementalAlterConfigs},
+	{kmsg.AlterPartitionAssignments, 0, 1, (*Broker).handleAlterPartitionAssignments},
+	{kmsg.ListPartitionReassignments, 0, 0, (*Broker).handleListPartitionReassignments},
+	{kmsg.OffsetDelete, 0, 0, (*Broker).handleOffsetDelete},
+	{kmsg.DescribeCluster, 0, 1, (*Broker).handleDescribeCluster},
+	{kmsg.DescribeProducers, 0, 0, (*Broker).handleDescribeProducers},
+	{kmsg.DescribeTransactions, 0, 0, (*Broker).handleDescribeTransactions},
+	{kmsg.ListTransactions, 0, 2, (*Broker).handleListTransactions},
+}
 
-func register(key, min, max int16, fn func(b *Broker, ctx context.Context, req kmsg.Request) reply) {
-	if _, dup := apis[key]; dup {
-		panic(fmt.Sprintf("broker: api %d registered twice", key))
+// lookup returns the table entry for key, if Kawa implements it.
+func lookup(key int16) (api, bool) {
+	i, ok := slices.BinarySearchFunc(apis[:], key, func(a api, k int16) int { return cmp.Compare(a.key.Int16(), k) })
+	if !ok {
+		return api{}, false
 	}
-	apis[key] = api{min: min, max: max, handle: fn}
+	return apis[i], true
 }
 
 // now returns a reply that answers resp immediately.
@@ -39,9 +85,9 @@ func now(resp kmsg.Response) reply { return func() (kmsg.Response, error) { retu
 // Handle dispatches one decoded request. A key or version outside the table
 // closes the connection (what Kafka does for non-ApiVersions requests).
 func (b *Broker) Handle(ctx context.Context, h wire.Header, req kmsg.Request) reply {
-	a, ok := apis[h.Key]
+	a, ok := lookup(h.Key)
 	if !ok || h.Version < a.min || h.Version > a.max {
-		if h.Key == 18 {
+		if h.Key == kmsg.ApiVersions.Int16() {
 			return now(b.Unsupported(h))
 		}
 		return func() (kmsg.Response, error) {
@@ -63,7 +109,7 @@ func (b *Broker) Handle(ctx context.Context, h wire.Header, req kmsg.Request) re
 
 // Supports reports whether key is implemented at version.
 func (b *Broker) Supports(key, version int16) bool {
-	a, ok := apis[key]
+	a, ok := lookup(key)
 	return ok && version >= a.min && version <= a.max
 }
 
@@ -74,59 +120,17 @@ func (b *Broker) Unsupported(h wire.Header) kmsg.Response {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.Version = 0
 	resp.ErrorCode = kerr.UnsupportedVersion.Code
-	resp.ApiKeys = apiKeys()
+	resp.ApiKeys = b.apiKeys
 	return resp
 }
 
+// apiKeys lists the table as ApiVersions advertises it. It is computed once
+// per Broker (New), which also keeps the table's initialization free of a
+// cycle through handleApiVersions.
 func apiKeys() []kmsg.ApiVersionsResponseApiKey {
 	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(apis))
-	for k := int16(0); k < 100; k++ {
-		a, ok := apis[k]
-		if !ok {
-			continue
-		}
-		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: a.min, MaxVersion: a.max})
+	for _, a := range apis {
+		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: a.key.Int16(), MinVersion: a.min, MaxVersion: a.max})
 	}
 	return keys
-}
-
-// ApiVersions (key 18), versions 0-4.
-//
-// Behaviour: advertises exactly the handler table. A request version above 4
-// never reaches here: it is answered with v0 + UNSUPPORTED_VERSION
-// (Unsupported). v3+ client software name/version are accepted and ignored.
-// v3+ also carries the feature flags (KIP-584): Kawa supports and has
-// finalized transaction.version 2 (KIP-890 part 2), so clients that read it
-// (franz-go, Java 4.0+) use Produce v12, TxnOffsetCommit v5 and EndTxn v5
-// without AddPartitionsToTxn/AddOffsetsToTxn. Clients that ignore features
-// keep the transaction protocol of the versions they negotiate.
-func init() {
-	register(18, 0, 4, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
-		r := req.(*kmsg.ApiVersionsRequest)
-		resp := r.ResponseKind().(*kmsg.ApiVersionsResponse)
-		resp.ApiKeys = apiKeys()
-		if r.Version >= 3 {
-			setFeatures(resp)
-		}
-		return now(resp)
-	})
-}
-
-// Feature flags (KIP-584). The finalized levels never change while a broker
-// runs, so their epoch is a constant; it only has to be >= 0, since -1 means
-// "no finalized features" to clients.
-const (
-	transactionVersionFeature = "transaction.version"
-	transactionVersion        = 2
-	finalizedFeaturesEpoch    = 1
-)
-
-func setFeatures(resp *kmsg.ApiVersionsResponse) {
-	sf := kmsg.NewApiVersionsResponseSupportedFeature()
-	sf.Name, sf.MinVersion, sf.MaxVersion = transactionVersionFeature, 0, transactionVersion
-	resp.SupportedFeatures = []kmsg.ApiVersionsResponseSupportedFeature{sf}
-	ff := kmsg.NewApiVersionsResponseFinalizedFeature()
-	ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = transactionVersionFeature, transactionVersion, transactionVersion
-	resp.FinalizedFeatures = []kmsg.ApiVersionsResponseFinalizedFeature{ff}
-	resp.FinalizedFeaturesEpoch = finalizedFeaturesEpoch
 }

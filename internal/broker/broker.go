@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kawa-broker/kawa/internal/config"
 	"github.com/kawa-broker/kawa/internal/group"
@@ -28,6 +29,7 @@ import (
 // Close.
 type Broker struct {
 	cfg       config.Broker
+	apiKeys   []kmsg.ApiVersionsResponseApiKey // the handler table as ApiVersions advertises it; read-only
 	lg        *slog.Logger
 	host      string
 	port      int32
@@ -70,8 +72,9 @@ func Open(cfg config.Broker, host string, port int32, lg *slog.Logger, m *Metric
 	b := &Broker{
 		cfg: cfg, lg: lg, host: host, port: port,
 		catalog: cat, pids: pids, metrics: m,
-		parts: map[string][]*partition.Partition{},
-		stop:  make(chan struct{}),
+		apiKeys: apiKeys(),
+		parts:   map[string][]*partition.Partition{},
+		stop:    make(chan struct{}),
 	}
 	if b.clusterID, err = loadClusterID(cfg.DataDir); err != nil {
 		return nil, err

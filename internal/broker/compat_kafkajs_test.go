@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kawa-broker/kawa/internal/kawatest"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // kafkajsDir holds package.json/package-lock.json (kafkajs 2.2.4, no other
@@ -51,7 +52,7 @@ func TestKafkaJS(t *testing.T) {
 	run := exec.CommandContext(ctx, node, "script.js", k.Addr)
 	run.Dir = kafkajsDir
 	run.Env = os.Environ()
-	if k.B.Supports(24, 1) && k.B.Supports(26, 1) && k.B.Supports(28, 1) { // AddPartitionsToTxn, EndTxn, TxnOffsetCommit
+	if k.B.Supports(kmsg.AddPartitionsToTxn.Int16(), 1) && k.B.Supports(kmsg.EndTxn.Int16(), 1) && k.B.Supports(kmsg.TxnOffsetCommit.Int16(), 1) {
 		run.Env = append(run.Env, "KAWA_TXN=1")
 	}
 	out, err := run.CombinedOutput()

@@ -14,32 +14,30 @@ import (
 // an operator can find a hanging transaction and abort it with
 // WriteTxnMarkers (`kawa txn abort`). Unknown partitions get
 // UNKNOWN_TOPIC_OR_PARTITION, offline ones KAFKA_STORAGE_ERROR.
-func init() {
-	register(61, 0, 0, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
-		r := req.(*kmsg.DescribeProducersRequest)
-		resp := r.ResponseKind().(*kmsg.DescribeProducersResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewDescribeProducersResponseTopic()
-			rt.Topic = t.Topic
-			for _, idx := range t.Partitions {
-				rp := kmsg.NewDescribeProducersResponseTopicPartition()
-				rp.Partition = idx
-				p, err := b.lookup(t.Topic, idx)
-				if err != nil {
-					rp.ErrorCode, rp.ErrorMessage = errCode(err), errMsg(err)
-					rt.Partitions = append(rt.Partitions, rp)
-					continue
-				}
-				for _, pi := range p.Producers() {
-					ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
-					ap.ProducerID, ap.ProducerEpoch, ap.LastSequence = pi.ProducerID, int32(pi.Epoch), pi.LastSequence
-					ap.LastTimestamp, ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = pi.LastTimestamp, pi.CoordinatorEpoch, pi.CurrentTxnStartOffset
-					rp.ActiveProducers = append(rp.ActiveProducers, ap)
-				}
+func (b *Broker) handleDescribeProducers(ctx context.Context, req kmsg.Request) reply {
+	r := req.(*kmsg.DescribeProducersRequest)
+	resp := r.ResponseKind().(*kmsg.DescribeProducersResponse)
+	for _, t := range r.Topics {
+		rt := kmsg.NewDescribeProducersResponseTopic()
+		rt.Topic = t.Topic
+		for _, idx := range t.Partitions {
+			rp := kmsg.NewDescribeProducersResponseTopicPartition()
+			rp.Partition = idx
+			p, err := b.lookup(t.Topic, idx)
+			if err != nil {
+				rp.ErrorCode, rp.ErrorMessage = errCode(err), errMsg(err)
 				rt.Partitions = append(rt.Partitions, rp)
+				continue
 			}
-			resp.Topics = append(resp.Topics, rt)
+			for _, pi := range p.Producers() {
+				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+				ap.ProducerID, ap.ProducerEpoch, ap.LastSequence = pi.ProducerID, int32(pi.Epoch), pi.LastSequence
+				ap.LastTimestamp, ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = pi.LastTimestamp, pi.CoordinatorEpoch, pi.CurrentTxnStartOffset
+				rp.ActiveProducers = append(rp.ActiveProducers, ap)
+			}
+			rt.Partitions = append(rt.Partitions, rp)
 		}
-		return now(resp)
-	})
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return now(resp)
 }

@@ -17,15 +17,13 @@ import (
 // a transaction that added a group lists __consumer_offsets partition 0, as
 // Kafka lists the group's offsets partition. Unknown ids get
 // TRANSACTIONAL_ID_NOT_FOUND, an empty id INVALID_REQUEST.
-func init() {
-	register(65, 0, 0, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
-		r := req.(*kmsg.DescribeTransactionsRequest)
-		resp := r.ResponseKind().(*kmsg.DescribeTransactionsResponse)
-		for _, id := range r.TransactionalIDs {
-			resp.TransactionStates = append(resp.TransactionStates, b.describeTxn(id))
-		}
-		return now(resp)
-	})
+func (b *Broker) handleDescribeTransactions(ctx context.Context, req kmsg.Request) reply {
+	r := req.(*kmsg.DescribeTransactionsRequest)
+	resp := r.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+	for _, id := range r.TransactionalIDs {
+		resp.TransactionStates = append(resp.TransactionStates, b.describeTxn(id))
+	}
+	return now(resp)
 }
 
 func (b *Broker) describeTxn(id string) kmsg.DescribeTransactionsResponseTransactionState {

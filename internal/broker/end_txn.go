@@ -26,15 +26,13 @@ import (
 // ID and epoch to use next (a new producer ID with epoch 0 when the epoch is
 // exhausted); aborting with no transaction open is allowed. Older versions
 // keep the epoch and answer ID and epoch -1.
-func init() {
-	register(26, 0, 5, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
-		r := req.(*kmsg.EndTxnRequest)
-		return func() (kmsg.Response, error) {
-			resp := r.ResponseKind().(*kmsg.EndTxnResponse)
-			pe, err := b.txn.EndTxn(ctx, r.TransactionalID, txn.ProducerIDEpoch{ProducerID: r.ProducerID, Epoch: r.ProducerEpoch}, r.Commit, r.Version >= 5)
-			resp.ErrorCode = txnCode(err, r.Version, 2)
-			resp.ProducerID, resp.ProducerEpoch = pe.ProducerID, pe.Epoch
-			return resp, nil
-		}
-	})
+func (b *Broker) handleEndTxn(ctx context.Context, req kmsg.Request) reply {
+	r := req.(*kmsg.EndTxnRequest)
+	return func() (kmsg.Response, error) {
+		resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+		pe, err := b.txn.EndTxn(ctx, r.TransactionalID, txn.ProducerIDEpoch{ProducerID: r.ProducerID, Epoch: r.ProducerEpoch}, r.Commit, r.Version >= 5)
+		resp.ErrorCode = txnCode(err, r.Version, 2)
+		resp.ProducerID, resp.ProducerEpoch = pe.ProducerID, pe.Epoch
+		return resp, nil
+	}
 }

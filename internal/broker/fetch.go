@@ -27,11 +27,9 @@ import (
 // clients to send full fetches. No preferred read replica (v11: -1).
 //
 // Version notes: v13+ (topic IDs in Fetch) not advertised yet.
-func init() {
-	register(1, 4, 12, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
-		r := req.(*kmsg.FetchRequest)
-		return func() (kmsg.Response, error) { return b.fetch(ctx, r), nil }
-	})
+func (b *Broker) handleFetch(ctx context.Context, req kmsg.Request) reply {
+	r := req.(*kmsg.FetchRequest)
+	return func() (kmsg.Response, error) { return b.fetch(ctx, r), nil }
 }
 
 func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response {

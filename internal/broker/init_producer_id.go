@@ -19,31 +19,29 @@ import (
 // INVALID_PRODUCER_ID_MAPPING.
 //
 // With a transactional.id the transaction coordinator answers (txn.go).
-func init() {
-	register(22, 0, 4, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
-		r := req.(*kmsg.InitProducerIDRequest)
-		resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
-		resp.ProducerID, resp.ProducerEpoch = -1, -1
-		if r.TransactionalID != nil {
-			return b.initTransactional(ctx, r, resp)
-		}
-		if r.ProducerID >= 0 && r.ProducerEpoch >= 0 {
-			if !b.pids.Issued(r.ProducerID) {
-				resp.ErrorCode = kerr.InvalidProducerIDMapping.Code
-				return now(resp)
-			}
-			if r.ProducerEpoch < 32767 {
-				resp.ProducerID, resp.ProducerEpoch = r.ProducerID, r.ProducerEpoch+1
-				return now(resp)
-			}
-		}
-		id, err := b.pids.Next()
-		if err != nil {
-			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-			b.lg.Error("producer ID allocation failed", "err", err)
+func (b *Broker) handleInitProducerID(ctx context.Context, req kmsg.Request) reply {
+	r := req.(*kmsg.InitProducerIDRequest)
+	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if r.TransactionalID != nil {
+		return b.initTransactional(ctx, r, resp)
+	}
+	if r.ProducerID >= 0 && r.ProducerEpoch >= 0 {
+		if !b.pids.Issued(r.ProducerID) {
+			resp.ErrorCode = kerr.InvalidProducerIDMapping.Code
 			return now(resp)
 		}
-		resp.ProducerID, resp.ProducerEpoch = id, 0
+		if r.ProducerEpoch < 32767 {
+			resp.ProducerID, resp.ProducerEpoch = r.ProducerID, r.ProducerEpoch+1
+			return now(resp)
+		}
+	}
+	id, err := b.pids.Next()
+	if err != nil {
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		b.lg.Error("producer ID allocation failed", "err", err)
 		return now(resp)
-	})
+	}
+	resp.ProducerID, resp.ProducerEpoch = id, 0
+	return now(resp)
 }

@@ -17,34 +17,32 @@ import (
 // duration of the open transaction (KIP-994) and v2+ a transactional.id
 // regular expression (KIP-1152, RE2 syntax; an invalid one is
 // INVALID_REGULAR_EXPRESSION).
-func init() {
-	register(66, 0, 2, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
-		r := req.(*kmsg.ListTransactionsRequest)
-		resp := r.ResponseKind().(*kmsg.ListTransactionsResponse)
-		f := txn.Filter{ProducerIDs: r.ProducerIDFilters}
-		for _, name := range r.StateFilters {
-			if s, ok := txn.ParseState(name); ok {
-				f.States = append(f.States, s)
-			} else {
-				resp.UnknownStateFilters = append(resp.UnknownStateFilters, name)
-			}
+func (b *Broker) handleListTransactions(ctx context.Context, req kmsg.Request) reply {
+	r := req.(*kmsg.ListTransactionsRequest)
+	resp := r.ResponseKind().(*kmsg.ListTransactionsResponse)
+	f := txn.Filter{ProducerIDs: r.ProducerIDFilters}
+	for _, name := range r.StateFilters {
+		if s, ok := txn.ParseState(name); ok {
+			f.States = append(f.States, s)
+		} else {
+			resp.UnknownStateFilters = append(resp.UnknownStateFilters, name)
 		}
-		if len(r.StateFilters) > 0 && len(f.States) == 0 {
-			return now(resp) // only unknown states asked for: nothing matches
-		}
-		if r.Version >= 1 && r.DurationFilterMillis > 0 {
-			f.MinDuration = time.Duration(r.DurationFilterMillis) * time.Millisecond
-		}
-		if r.Version >= 2 && r.TransactionalIDPattern != nil {
-			f.Pattern = *r.TransactionalIDPattern
-		}
-		ds, err := b.txn.List(f)
-		resp.ErrorCode = errCode(err)
-		for _, d := range ds {
-			st := kmsg.NewListTransactionsResponseTransactionState()
-			st.TransactionalID, st.ProducerID, st.TransactionState = d.TransactionalID, d.ProducerID, d.State.String()
-			resp.TransactionStates = append(resp.TransactionStates, st)
-		}
-		return now(resp)
-	})
+	}
+	if len(r.StateFilters) > 0 && len(f.States) == 0 {
+		return now(resp) // only unknown states asked for: nothing matches
+	}
+	if r.Version >= 1 && r.DurationFilterMillis > 0 {
+		f.MinDuration = time.Duration(r.DurationFilterMillis) * time.Millisecond
+	}
+	if r.Version >= 2 && r.TransactionalIDPattern != nil {
+		f.Pattern = *r.TransactionalIDPattern
+	}
+	ds, err := b.txn.List(f)
+	resp.ErrorCode = errCode(err)
+	for _, d := range ds {
+		st := kmsg.NewListTransactionsResponseTransactionState()
+		st.TransactionalID, st.ProducerID, st.TransactionState = d.TransactionalID, d.ProducerID, d.State.String()
+		resp.TransactionStates = append(resp.TransactionStates, st)
+	}
+	return now(resp)
 }

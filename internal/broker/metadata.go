@@ -18,26 +18,24 @@ import (
 // (AllowAutoTopicCreation, v4+; always at v0-v3); otherwise they get
 // UNKNOWN_TOPIC_OR_PARTITION. Topics may be named by topic ID (v10+, KIP-516).
 // Authorized-operations fields (KIP-430) are left at "not requested".
-func init() {
-	register(3, 0, 12, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
-		r := req.(*kmsg.MetadataRequest)
-		resp := r.ResponseKind().(*kmsg.MetadataResponse)
-		resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.cfg.NodeID, Host: b.host, Port: b.port}}
-		resp.ClusterID = &b.clusterID
-		resp.ControllerID = b.cfg.NodeID
-		all := r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0)
-		if all {
-			for _, t := range b.catalog.List() {
-				resp.Topics = append(resp.Topics, b.topicMetadata(t))
-			}
-			return now(resp)
-		}
-		autoCreate := b.cfg.AutoCreateTopics && (r.Version < 4 || r.AllowAutoTopicCreation)
-		for _, rt := range r.Topics {
-			resp.Topics = append(resp.Topics, b.lookupTopicMetadata(rt, autoCreate))
+func (b *Broker) handleMetadata(ctx context.Context, req kmsg.Request) reply {
+	r := req.(*kmsg.MetadataRequest)
+	resp := r.ResponseKind().(*kmsg.MetadataResponse)
+	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.cfg.NodeID, Host: b.host, Port: b.port}}
+	resp.ClusterID = &b.clusterID
+	resp.ControllerID = b.cfg.NodeID
+	all := r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0)
+	if all {
+		for _, t := range b.catalog.List() {
+			resp.Topics = append(resp.Topics, b.topicMetadata(t))
 		}
 		return now(resp)
-	})
+	}
+	autoCreate := b.cfg.AutoCreateTopics && (r.Version < 4 || r.AllowAutoTopicCreation)
+	for _, rt := range r.Topics {
+		resp.Topics = append(resp.Topics, b.lookupTopicMetadata(rt, autoCreate))
+	}
+	return now(resp)
 }
 
 func (b *Broker) lookupTopicMetadata(rt kmsg.MetadataRequestTopic, autoCreate bool) kmsg.MetadataResponseTopic {

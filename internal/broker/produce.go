@@ -37,10 +37,8 @@ import (
 // batches from clients are INVALID_RECORD. v8+ carries ErrorMessage.
 //
 // Version notes: v13 (topic IDs) is not advertised.
-func init() {
-	register(0, 3, 12, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
-		return b.produce(ctx, req.(*kmsg.ProduceRequest))
-	})
+func (b *Broker) handleProduce(ctx context.Context, req kmsg.Request) reply {
+	return b.produce(ctx, req.(*kmsg.ProduceRequest))
 }
 
 // produced is one partition's outcome awaiting durability.

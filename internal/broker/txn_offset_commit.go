@@ -26,23 +26,21 @@ import (
 // Version notes: v5 is transaction version 2 (KIP-890 part 2): the broker
 // first adds the group to the transaction itself (as AddOffsetsToTxn would),
 // so clients skip AddOffsetsToTxn; v0-v4 require it. v6 (topic IDs) is not advertised.
-func init() {
-	register(28, 0, 5, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
-		r := req.(*kmsg.TxnOffsetCommitRequest)
-		return later(func() kmsg.Response {
-			pe := txn.ProducerIDEpoch{ProducerID: r.ProducerID, Epoch: r.ProducerEpoch}
-			if r.Version >= 5 {
-				if err := b.txn.AddOffsets(ctx, r.TransactionalID, pe, r.Group); err != nil {
-					return txnOffsetCommitError(r, txnOffsetCommitCode(err, r.Version))
-				}
-			}
-			release, err := b.txn.PinGroup(r.TransactionalID, pe, r.Group)
-			if err != nil {
+func (b *Broker) handleTxnOffsetCommit(ctx context.Context, req kmsg.Request) reply {
+	r := req.(*kmsg.TxnOffsetCommitRequest)
+	return later(func() kmsg.Response {
+		pe := txn.ProducerIDEpoch{ProducerID: r.ProducerID, Epoch: r.ProducerEpoch}
+		if r.Version >= 5 {
+			if err := b.txn.AddOffsets(ctx, r.TransactionalID, pe, r.Group); err != nil {
 				return txnOffsetCommitError(r, txnOffsetCommitCode(err, r.Version))
 			}
-			defer release()
-			return b.groups.TxnOffsetCommit(ctx, r)
-		})
+		}
+		release, err := b.txn.PinGroup(r.TransactionalID, pe, r.Group)
+		if err != nil {
+			return txnOffsetCommitError(r, txnOffsetCommitCode(err, r.Version))
+		}
+		defer release()
+		return b.groups.TxnOffsetCommit(ctx, r)
 	})
 }
 

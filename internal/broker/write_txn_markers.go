@@ -26,17 +26,15 @@ import (
 //
 // Version notes: v1 is flexible; v2 carries the transaction version (KIP-890
 // part 2), which decides how strictly the marker epoch is checked.
-func init() {
-	register(27, 0, 2, func(b *Broker, ctx context.Context, req kmsg.Request) reply {
-		r := req.(*kmsg.WriteTxnMarkersRequest)
-		return func() (kmsg.Response, error) {
-			resp := r.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
-			for _, m := range r.Markers {
-				resp.Markers = append(resp.Markers, b.writeTxnMarker(ctx, r.Version, m))
-			}
-			return resp, nil
+func (b *Broker) handleWriteTxnMarkers(ctx context.Context, req kmsg.Request) reply {
+	r := req.(*kmsg.WriteTxnMarkersRequest)
+	return func() (kmsg.Response, error) {
+		resp := r.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+		for _, m := range r.Markers {
+			resp.Markers = append(resp.Markers, b.writeTxnMarker(ctx, r.Version, m))
 		}
-	})
+		return resp, nil
+	}
 }
 
 func (b *Broker) writeTxnMarker(ctx context.Context, version int16, m kmsg.WriteTxnMarkersRequestMarker) kmsg.WriteTxnMarkersResponseMarker {

@@ -14,7 +14,7 @@ import (
 // groupType is the ListGroups v5+ type of every group here (KIP-848 calls the protocol "classic").
 const groupType = "classic"
 
-// ListGroups (key 16) v0-v5.
+// ListGroups (key 16), versions 0-5.
 //
 // Behaviour: lists every group, including Empty groups that only hold offsets (simple groups have an
 // empty protocol type), in name order. Groups being deleted are not listed.
@@ -55,7 +55,7 @@ func eqFold(s string) func(string) bool {
 // DESCRIBE (Kafka's AclOperation codes 3, 6 and 8).
 const groupOperations = 1<<3 | 1<<6 | 1<<8
 
-// DescribeGroups (key 15) v0-v6.
+// DescribeGroups (key 15), versions 0-6.
 //
 // Behaviour: state, protocol type and members (client ID and host from WithClient). Only a Stable
 // group shows its protocol and each member's metadata and assignment, as in Kafka. An unknown group
@@ -112,7 +112,7 @@ func (c *Coordinator) describeLocked(version int16, name string) kmsg.DescribeGr
 	return dg
 }
 
-// DeleteGroups (key 42) v0-v3.
+// DeleteGroups (key 42), versions 0-2.
 //
 // Behaviour: deletes Empty groups with their committed and staged offsets. Success is returned only
 // after tombstones for every offset and for the group are durable, so a deleted group stays deleted
@@ -188,7 +188,7 @@ func (c *Coordinator) removeGroupLocked(g *group) *write {
 	})
 }
 
-// OffsetDelete (key 47) v0.
+// OffsetDelete (key 47), version 0.
 //
 // Behaviour: deletes committed offsets of partitions the group does not consume: any partition of an
 // Empty group, and partitions of topics no member subscribes to in a consumer group. Success is

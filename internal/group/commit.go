@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// OffsetCommit (key 8) v0-v10.
+// OffsetCommit (key 8), versions 2-10. The coordinator also answers v0-v1, which the broker does not advertise.
 //
 // Behaviour: success is returned only after the offsets are durable in __consumer_offsets (BL-19); an
 // offset that failed to store is not visible either. A commit with generation -1 and no member (an

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// OffsetFetch (key 9) v0-v10.
+// OffsetFetch (key 9), versions 1-10. The coordinator also answers v0, which the broker does not advertise.
 //
 // Behaviour: returns each requested partition's committed offset, leader epoch and metadata, or -1 with
 // no error when nothing is committed (or the group does not exist). No topics (v2+) means every

@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Heartbeat (key 12) v0-v4.
+// Heartbeat (key 12), versions 0-4.
 //
 // Behaviour: a valid heartbeat restarts the member's session timer. During PreparingRebalance it also
 // answers REBALANCE_IN_PROGRESS, which is how members learn they must rejoin; in CompletingRebalance
@@ -58,7 +58,7 @@ func (c *Coordinator) heartbeatLocked(r *kmsg.HeartbeatRequest) int16 {
 	return kerr.UnknownMemberID.Code
 }
 
-// LeaveGroup (key 13) v0-v5.
+// LeaveGroup (key 13), versions 0-5.
 //
 // Behaviour: removes members and rebalances the rest. v3+ (KIP-345) removes a batch, each member
 // answered on its own; a static member can be removed by group.instance.id alone (empty member ID),

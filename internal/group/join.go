@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// JoinGroup (key 11) v0-v9.
+// JoinGroup (key 11), versions 0-9.
 //
 // Behaviour: a member with no member ID gets one; on v4+ (KIP-394) a dynamic member first gets
 // MEMBER_ID_REQUIRED with the generated ID and must rejoin with it, so a member whose first response

@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// SyncGroup (key 14) v0-v5.
+// SyncGroup (key 14), versions 0-5.
 //
 // Behaviour: in CompletingRebalance every member's SyncGroup parks until the leader's arrives with the
 // assignments; the group then turns Stable and each parked member gets its own assignment (members the

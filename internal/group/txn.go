@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// TxnOffsetCommit (key 28) v0-v6.
+// TxnOffsetCommit (key 28), versions 0-5. v6 (topic IDs) is handled here but not advertised by the broker.
 //
 // Behaviour: stages offsets for the producer's open transaction (KIP-98). Staged offsets are durable
 // but invisible to OffsetFetch until CompleteTxn commits them; meanwhile a require_stable OffsetFetch

@@ -236,7 +236,7 @@ func (c *conn) readLoop() {
 		h, req, err := wire.ParseRequest(frame)
 		var reply Reply
 		switch {
-		case h.Key == 18 && (errors.Is(err, wire.ErrUnsupportedVersion) || (err == nil && !c.s.h.Supports(h.Key, h.Version))):
+		case h.Key == kmsg.ApiVersions.Int16() && (errors.Is(err, wire.ErrUnsupportedVersion) || (err == nil && !c.s.h.Supports(h.Key, h.Version))):
 			resp := c.s.h.Unsupported(h)
 			h.Version = 0 // answered with ApiVersions v0, as the protocol guide says
 			reply = func() (kmsg.Response, error) { return resp, nil }

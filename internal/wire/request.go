@@ -28,8 +28,8 @@ var (
 
 // Keys with header quirks.
 const (
-	keyControlledShutdown = 7  // v0 has request header v0: no client_id
-	keyApiVersions        = 18 // response header stays v0 at every version
+	keyControlledShutdown = int16(kmsg.ControlledShutdown) // v0 has request header v0: no client_id
+	keyApiVersions        = int16(kmsg.ApiVersions)        // response header stays v0 at every version
 )
 
 // ParseRequest decodes one request frame (as returned by ReadFrame): the

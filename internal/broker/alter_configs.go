@@ -1,0 +1,32 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// AlterConfigs (key 33), versions 0-2.
+//
+// Behaviour: replaces the whole set of a topic's overrides with the given
+// configs (Kafka's non-incremental semantics), validated first
+// (INVALID_CONFIG); ValidateOnly checks without applying. Broker resources
+// are read-only here (INVALID_REQUEST).
+func (b *Broker) handleAlterConfigs(ctx context.Context, req kmsg.Request) reply {
+	r := req.(*kmsg.AlterConfigsRequest)
+	resp := r.ResponseKind().(*kmsg.AlterConfigsResponse)
+	for _, rr := range r.Resources {
+		sr := kmsg.NewAlterConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		kv := map[string]string{}
+		for _, c := range rr.Configs {
+			if c.Value != nil {
+				kv[c.Name] = *c.Value
+			}
+		}
+		err := b.setTopicConfigs(rr.ResourceType, rr.ResourceName, func(map[string]string) (map[string]string, error) { return kv, nil }, r.ValidateOnly)
+		sr.ErrorCode, sr.ErrorMessage = errCode(err), errMsg(err)
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return now(resp)
+}

@@ -1,0 +1,23 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DescribeCluster (key 60), versions 0-1 (KIP-700).
+func (b *Broker) handleDescribeCluster(ctx context.Context, req kmsg.Request) reply {
+	r := req.(*kmsg.DescribeClusterRequest)
+	resp := r.ResponseKind().(*kmsg.DescribeClusterResponse)
+	if r.Version >= 1 && r.EndpointType != 1 {
+		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
+		return now(resp)
+	}
+	resp.EndpointType = 1
+	resp.ClusterID = b.clusterID
+	resp.ControllerID = b.cfg.NodeID
+	resp.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: b.cfg.NodeID, Host: b.host, Port: b.port}}
+	return now(resp)
+}

@@ -1,0 +1,34 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// FindCoordinator (key 10), versions 0-4.
+//
+// Behaviour: this node coordinates every group (key type 0) and every
+// transactional.id (key type 1). v4+ answers a batch of keys (KIP-699).
+// Other key types are INVALID_REQUEST.
+func (b *Broker) handleFindCoordinator(ctx context.Context, req kmsg.Request) reply {
+	r := req.(*kmsg.FindCoordinatorRequest)
+	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	answer := func(keyType int8) (node int32, host string, port int32, code int16) {
+		if code := b.coordinatorAvailable(keyType); code != 0 {
+			return -1, "", -1, code
+		}
+		return b.cfg.NodeID, b.host, b.port, 0
+	}
+	if r.Version >= 4 {
+		for _, key := range r.CoordinatorKeys {
+			c := kmsg.NewFindCoordinatorResponseCoordinator()
+			c.Key = key
+			c.NodeID, c.Host, c.Port, c.ErrorCode = answer(r.CoordinatorType)
+			resp.Coordinators = append(resp.Coordinators, c)
+		}
+		return now(resp)
+	}
+	resp.NodeID, resp.Host, resp.Port, resp.ErrorCode = answer(r.CoordinatorType)
+	return now(resp)
+}

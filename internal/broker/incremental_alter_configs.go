@@ -1,0 +1,64 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/kawa-broker/kawa/internal/config"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// IncrementalAlterConfigs (key 44), versions 0-1 (KIP-339).
+//
+// Behaviour: per config SET (0) or DELETE (1) of a topic override; APPEND
+// (2) and SUBTRACT (3) apply only to LIST configs, and cleanup.policy
+// supports only "delete", so they are INVALID_CONFIG unless they leave it at
+// "delete". All changes of a resource apply together or not at all.
+func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, req kmsg.Request) reply {
+	r := req.(*kmsg.IncrementalAlterConfigsRequest)
+	resp := r.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+	for _, rr := range r.Resources {
+		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		err := b.setTopicConfigs(rr.ResourceType, rr.ResourceName, func(cur map[string]string) (map[string]string, error) {
+			return incremental(cur, rr.Configs)
+		}, r.ValidateOnly)
+		sr.ErrorCode, sr.ErrorMessage = errCode(err), errMsg(err)
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return now(resp)
+}
+
+func incremental(cur map[string]string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig) (map[string]string, error) {
+	out := map[string]string{}
+	for k, v := range cur {
+		out[k] = v
+	}
+	for _, c := range ops {
+		d, ok := config.Lookup(c.Name)
+		if !ok {
+			return nil, fmt.Errorf("%w: unknown topic config %q", kerr.InvalidConfig, c.Name)
+		}
+		switch c.Op {
+		case 0:
+			if c.Value == nil {
+				return nil, fmt.Errorf("%w: SET of %q needs a value", kerr.InvalidConfig, c.Name)
+			}
+			out[c.Name] = *c.Value
+		case 1:
+			delete(out, c.Name)
+		case 2, 3:
+			if d.Type != "LIST" {
+				return nil, fmt.Errorf("%w: APPEND/SUBTRACT only apply to LIST configs, %q is %s", kerr.InvalidConfig, c.Name, d.Type)
+			}
+			if c.Value == nil || *c.Value != "delete" || c.Op == 3 {
+				return nil, fmt.Errorf("%w: %s supports only the value delete", kerr.InvalidConfig, c.Name)
+			}
+			out[c.Name] = "delete"
+		default:
+			return nil, fmt.Errorf("%w: unknown operation %d", kerr.InvalidRequest, c.Op)
+		}
+	}
+	return out, nil
+}
