@@ -14,7 +14,7 @@ const (
 // NewControl builds the transaction marker a partition leader writes when a
 // transaction ends (KIP-98): an uncompressed batch with attributes
 // transactional|control, BaseOffset 0 (the log assigns it),
-// PartitionLeaderEpoch -1 (stamp it with SetPartitionLeaderEpoch),
+// PartitionLeaderEpoch -1 (Kawa has no leader epochs yet),
 // BaseSequence -1, both timestamps ts (ms) and one record whose key is the
 // control record key (version 0, type 1 COMMIT or 0 ABORT) and whose value is
 // the end transaction marker (version 0, coordinatorEpoch).

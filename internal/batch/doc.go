@@ -1,7 +1,10 @@
 // Package batch is a view over Kafka record batch v2 bytes (protocol guide
 // "Record Batch", KIP-98): header fields, the CRC-32C, validation of a
 // produced batch, the in-place rewrites a leader makes (base offset,
-// partition leader epoch, LogAppendTime) and control (marker) batches.
+// LogAppendTime) and control (marker) batches. It is the module's one parser
+// of the batch header and holds its one CRC-32C table (Checksum): the log's
+// recovery and scans, the broker's produce path and the coordinators all
+// read batches through it.
 //
 // The package works on []byte and never does I/O. A batch is stored and
 // served exactly as the producer sent it, so most functions read or patch

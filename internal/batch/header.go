@@ -54,7 +54,15 @@ const (
 // magicV2 is the only message format Kawa accepts (KIP-98).
 const magicV2 = 2
 
+// castagnoli is the module's one CRC-32C table: record batches and every
+// checksummed file Kawa writes use it through Checksum.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Checksum returns the CRC-32C (Castagnoli) of b, the checksum of a v2 record
+// batch (over attributes to the end) and of Kawa's own checksummed files
+// (producer snapshots, the aborted-transaction index, the topic catalog, the
+// producer-ID block, the log start file).
+func Checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
 // Header is the decoded 61-byte header of a v2 record batch.
 type Header struct {
@@ -111,6 +119,16 @@ func (h Header) LastSequence() int32 {
 	return int32(s)
 }
 
+// Magic returns the magic byte of the batch or legacy message set at the
+// start of b (byte 16 in v0, v1 and v2 alike); ok is false when b is too
+// short to hold it. Produce uses it to refuse other formats before parsing.
+func Magic(b []byte) (magic int8, ok bool) {
+	if len(b) <= offMagic {
+		return 0, false
+	}
+	return int8(b[offMagic]), true
+}
+
 // ParseHeader decodes the first HeaderSize bytes of b. It checks neither the
 // magic, the length nor the CRC. A b shorter than HeaderSize returns an error
 // wrapping kerr.CorruptMessage.
@@ -136,6 +154,26 @@ func ParseHeader(b []byte) (Header, error) {
 	}, nil
 }
 
+// Check checks what a stored batch's header alone must hold before the rest of
+// the batch is read (log recovery and the log's scans): a batchLength that
+// covers the header, magic 2, a non-negative LastOffsetDelta and a last
+// offset that fits an int64. Errors wrap kerr.CorruptMessage, or
+// kerr.UnsupportedForMessageFormat for another magic. It checks neither the
+// CRC (CheckCRC) nor the records.
+func (h Header) Check() error {
+	switch {
+	case h.Length < HeaderSize-lengthOverhead:
+		return corruptf("batch length %d, below the minimum %d", h.Length, HeaderSize-lengthOverhead)
+	case h.Magic != magicV2:
+		return fmt.Errorf("%w: batch: magic %d, only 2 is supported", kerr.UnsupportedForMessageFormat, h.Magic)
+	case h.LastOffsetDelta < 0:
+		return corruptf("negative last offset delta %d", h.LastOffsetDelta)
+	case h.BaseOffset > math.MaxInt64-int64(h.LastOffsetDelta):
+		return corruptf("base offset %d + last offset delta %d overflows", h.BaseOffset, h.LastOffsetDelta)
+	}
+	return nil
+}
+
 // CheckCRC checks the CRC-32C of b, which must be exactly one batch
 // (len(b) == 12 + batchLength). It returns an error wrapping
 // kerr.CorruptMessage when b is short, its length disagrees with batchLength,
@@ -155,18 +193,12 @@ func CheckCRC(b []byte) error {
 }
 
 // crc computes the CRC-32C the header should carry; b has at least HeaderSize bytes.
-func crc(b []byte) uint32 { return crc32.Checksum(b[offAttributes:], castagnoli) }
+func crc(b []byte) uint32 { return Checksum(b[offAttributes:]) }
 
 // SetBaseOffset rewrites the base offset in place. The field sits outside the
 // CRC, so the checksum stays valid.
 func SetBaseOffset(b []byte, off int64) {
 	binary.BigEndian.PutUint64(b[offBaseOffset:], uint64(off))
-}
-
-// SetPartitionLeaderEpoch rewrites the partition leader epoch in place
-// (KIP-101). The field sits outside the CRC.
-func SetPartitionLeaderEpoch(b []byte, e int32) {
-	binary.BigEndian.PutUint32(b[offLeaderEpoch:], uint32(e))
 }
 
 // SetLogAppendTime marks the batch as LogAppendTime with append time ts (ms):

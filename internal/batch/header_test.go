@@ -65,12 +65,11 @@ func TestSetOutsideCRC(t *testing.T) {
 	t.Parallel()
 	b := Encode(testHeader(), testRecords(2))
 	SetBaseOffset(b, 1<<40)
-	SetPartitionLeaderEpoch(b, 9)
 	if err := CheckCRC(b); err != nil {
 		t.Fatal(err)
 	}
 	h, _ := ParseHeader(b)
-	if h.BaseOffset != 1<<40 || h.PartitionLeaderEpoch != 9 || h.LastOffset() != 1<<40+1 {
+	if h.BaseOffset != 1<<40 || h.LastOffset() != 1<<40+1 {
 		t.Fatalf("header after rewrite: %+v", h)
 	}
 }
@@ -115,5 +114,52 @@ func TestCheckCRC(t *testing.T) {
 	binary.BigEndian.PutUint64(outside, 77)
 	if err := CheckCRC(outside); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestHeaderCheck(t *testing.T) {
+	t.Parallel()
+	good, err := ParseHeader(Encode(testHeader(), testRecords(3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := good.Check(); err != nil {
+		t.Fatalf("Check of an encoded batch: %v", err)
+	}
+	for name, tc := range map[string]struct {
+		edit func(*Header)
+		want *kerr.Error
+	}{
+		"short length":   {func(h *Header) { h.Length = HeaderSize - 13 }, kerr.CorruptMessage},
+		"magic 1":        {func(h *Header) { h.Magic = 1 }, kerr.UnsupportedForMessageFormat},
+		"negative delta": {func(h *Header) { h.LastOffsetDelta = -1 }, kerr.CorruptMessage},
+		"overflow":       {func(h *Header) { h.BaseOffset, h.LastOffsetDelta = math.MaxInt64-1, 2 }, kerr.CorruptMessage},
+	} {
+		h := good
+		tc.edit(&h)
+		t.Run(name, func(t *testing.T) { wantKerr(t, h.Check(), tc.want) })
+	}
+}
+
+func TestChecksumIsCastagnoli(t *testing.T) {
+	t.Parallel()
+	// RFC 3720 B.4: 32 bytes of zeros give 0x8a9136aa under CRC-32C.
+	if got := Checksum(make([]byte, 32)); got != 0x8a9136aa {
+		t.Fatalf("Checksum(32 zero bytes) = %#08x, want 0x8a9136aa", got)
+	}
+}
+
+func TestMagic(t *testing.T) {
+	t.Parallel()
+	b := Encode(testHeader(), testRecords(1))
+	if m, ok := Magic(b); !ok || m != 2 {
+		t.Fatalf("Magic(v2 batch) = %d, %v; want 2, true", m, ok)
+	}
+	if _, ok := Magic(b[:16]); ok {
+		t.Fatal("Magic of 16 bytes reported a magic")
+	}
+	b[16] = 1
+	if m, ok := Magic(b[:17]); !ok || m != 1 {
+		t.Fatalf("Magic(17 bytes, magic 1) = %d, %v; want 1, true", m, ok)
 	}
 }

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -157,13 +156,14 @@ func singleV2Batch(records []byte) error {
 	if len(records) == 0 {
 		return fmt.Errorf("%w: produce v3+ needs exactly one record batch", kerr.InvalidRecord)
 	}
-	if len(records) > 16 && records[16] != 2 {
-		return fmt.Errorf("%w: produce v3+ accepts only magic 2 record batches, got magic %d", kerr.InvalidRecord, records[16])
+	if m, ok := batch.Magic(records); ok && m != 2 {
+		return fmt.Errorf("%w: produce v3+ accepts only magic 2 record batches, got magic %d", kerr.InvalidRecord, m)
 	}
-	if len(records) < batch.HeaderSize {
+	first, err := batch.ParseHeader(records)
+	if err != nil {
 		return nil // too short to judge: batch.Validate reports it as corrupt
 	}
-	if n := 12 + int64(int32(binary.BigEndian.Uint32(records[8:]))); n > 0 && n < int64(len(records)) {
+	if n := first.Size(); n > 0 && n < len(records) {
 		if h, err := batch.ParseHeader(records[n:]); err == nil && h.Magic == 2 {
 			return fmt.Errorf("%w: produce v3+ allows exactly one record batch per partition", kerr.InvalidRecord)
 		}

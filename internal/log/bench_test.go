@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kawa-broker/kawa/internal/batch"
 	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
@@ -21,7 +22,7 @@ func BenchmarkAppendWaitDurable(b *testing.B) {
 			}
 			defer l.Close()
 			const size = 1024
-			template := mkBatch(0, 1, size-headerLen, 'b')
+			template := mkBatch(0, 1, size-batch.HeaderSize, 'b')
 			var mu sync.Mutex // the partition lock
 			b.SetBytes(size)
 			b.SetParallelism(16)

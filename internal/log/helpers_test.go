@@ -4,20 +4,20 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"os"
 	"slices"
 	"testing"
 
+	"github.com/kawa-broker/kawa/internal/batch"
 	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
 // mkBatch builds a valid v2 batch header with CRC over a payload of n bytes filled with fill. The log never
 // decodes records, so the payload does not need to be records.
 func mkBatch(lastDelta int32, maxTs int64, n int, fill byte) []byte {
-	b := make([]byte, headerLen+n)
-	binary.BigEndian.PutUint32(b[8:12], uint32(len(b)-lengthPrefix))
-	b[16] = magicV2
+	b := make([]byte, batch.HeaderSize+n)
+	binary.BigEndian.PutUint32(b[8:12], uint32(len(b)-12)) // batchLength counts the bytes after it
+	b[16] = 2                                              // magic
 	binary.BigEndian.PutUint32(b[23:27], uint32(lastDelta))
 	binary.BigEndian.PutUint64(b[27:35], uint64(maxTs))
 	binary.BigEndian.PutUint64(b[35:43], uint64(maxTs))
@@ -25,10 +25,10 @@ func mkBatch(lastDelta int32, maxTs int64, n int, fill byte) []byte {
 	binary.BigEndian.PutUint16(b[51:53], 0xffff)              // producerEpoch -1
 	binary.BigEndian.PutUint32(b[53:57], ^uint32(0))          // baseSequence -1
 	binary.BigEndian.PutUint32(b[57:61], uint32(lastDelta+1)) // recordCount
-	for i := headerLen; i < len(b); i++ {
+	for i := batch.HeaderSize; i < len(b); i++ {
 		b[i] = fill + byte(i)
 	}
-	binary.BigEndian.PutUint32(b[17:21], crc32.Checksum(b[crcStart:], castagnoli))
+	binary.BigEndian.PutUint32(b[17:21], batch.Checksum(b[21:]))
 	return b
 }
 
@@ -49,7 +49,7 @@ func (m *model) appendTo(t testing.TB, l *Log, b []byte) stored {
 		t.Fatalf("Append: %v", err)
 	}
 	h, _ := parseHeader(b)
-	s := stored{base: base, last: base + int64(h.lastDelta), b: slices.Clone(b)}
+	s := stored{base: base, last: base + int64(h.LastOffsetDelta), b: slices.Clone(b)}
 	if n := len(m.batches); n > 0 && m.batches[n-1].last+1 != base {
 		t.Fatalf("base %d does not follow %d", base, m.batches[n-1].last)
 	}

@@ -1,7 +1,6 @@
 package log
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kawa-broker/kawa/internal/batch"
 	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
@@ -103,8 +103,8 @@ func mkdirDurable(fs vfs.FS, dir string) error {
 // rejected without harm.
 func (l *Log) Append(b []byte) (base int64, err error) {
 	h, err := parseHeader(b)
-	if err == nil && int64(len(b)) != h.size() {
-		err = fmt.Errorf("buffer of %d bytes holds a batch of %d", len(b), h.size())
+	if err == nil && int64(len(b)) != int64(h.Size()) {
+		err = fmt.Errorf("buffer of %d bytes holds a batch of %d", len(b), int64(h.Size()))
 	}
 	if err != nil {
 		return 0, fmt.Errorf("log: append: %w", err)
@@ -124,8 +124,8 @@ func (l *Log) Append(b []byte) (base int64, err error) {
 		}
 		s = l.active
 	}
-	h.base = l.end.Load()
-	binary.BigEndian.PutUint64(b[0:8], uint64(h.base))
+	h.BaseOffset = l.end.Load()
+	batch.SetBaseOffset(b, h.BaseOffset)
 	pos := s.size
 	if _, err := s.log.WriteAt(b, pos); err != nil {
 		_ = s.log.Truncate(pos) // best effort; recovery cuts a torn tail anyway
@@ -133,8 +133,8 @@ func (l *Log) Append(b []byte) (base int64, err error) {
 	}
 	l.mu.Lock()
 	s.noteBatch(pos, h, int64(l.o.IndexIntervalBytes))
-	l.size += h.size()
-	l.commit.appended.Add(h.size())
+	l.size += int64(h.Size())
+	l.commit.appended.Add(int64(h.Size()))
 	l.end.Store(s.end)
 	l.mu.Unlock()
 	if l.o.Fsync == FsyncAlways {
@@ -142,11 +142,11 @@ func (l *Log) Append(b []byte) (base int64, err error) {
 	} else {
 		l.commit.kickNotify() // the durable end is End()
 	}
-	return h.base, nil
+	return h.BaseOffset, nil
 }
 
 // shouldRoll reports whether the next batch must start a new segment. An empty segment always takes it.
-func (l *Log) shouldRoll(s *segment, h header, n int) bool {
+func (l *Log) shouldRoll(s *segment, h batch.Header, n int) bool {
 	if s.size == 0 {
 		return false
 	}
@@ -154,7 +154,7 @@ func (l *Log) shouldRoll(s *segment, h header, n int) bool {
 	switch {
 	case s.size+int64(n) > segBytes || s.size+int64(n) > maxSegmentBytes:
 		return true
-	case l.end.Load()+int64(h.lastDelta)-s.base > math.MaxInt32: // relative offsets are int32 in the indexes
+	case l.end.Load()+int64(h.LastOffsetDelta)-s.base > math.MaxInt32: // relative offsets are int32 in the indexes
 		return true
 	case l.o.SegmentMs > 0 && time.Now().UnixMilli()-s.rollBaseMs() > l.o.SegmentMs:
 		return true

@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/kawa-broker/kawa/internal/batch"
 	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
@@ -66,17 +67,17 @@ func (l *Log) Read(offset int64, maxBytes int, upTo int64) (ReadResult, error) {
 				return ReadResult{}, err
 			}
 			switch {
-			case h.last() < offset: // before the batch holding offset
-				pos += h.size()
+			case h.LastOffset() < offset: // before the batch holding offset
+				pos += int64(h.Size())
 				continue
-			case h.last() >= upTo:
+			case h.LastOffset() >= upTo:
 				return res, nil
-			case len(res.Chunks) > 0 && total+h.size() > int64(maxBytes):
+			case len(res.Chunks) > 0 && total+int64(h.Size()) > int64(maxBytes):
 				return res, nil
 			}
 			res.addBatch(v.s.log, pos, h)
-			total += h.size()
-			pos += h.size()
+			total += int64(h.Size())
+			pos += int64(h.Size())
 		}
 	}
 	return res, nil
@@ -112,16 +113,16 @@ func (l *Log) viewsFor(offset int64, maxBytes int, upTo int64) ([]segView, error
 	return views, nil
 }
 
-func (r *ReadResult) addBatch(f vfs.File, pos int64, h header) {
+func (r *ReadResult) addBatch(f vfs.File, pos int64, h batch.Header) {
 	if len(r.Chunks) == 0 {
-		r.FirstOffset = h.base
+		r.FirstOffset = h.BaseOffset
 	}
 	if n := len(r.Chunks); n > 0 && r.Chunks[n-1].File == f && r.Chunks[n-1].Pos+r.Chunks[n-1].Size == pos {
-		r.Chunks[n-1].Size += h.size()
+		r.Chunks[n-1].Size += int64(h.Size())
 	} else {
-		r.Chunks = append(r.Chunks, Chunk{File: f, Pos: pos, Size: h.size()})
+		r.Chunks = append(r.Chunks, Chunk{File: f, Pos: pos, Size: int64(h.Size())})
 	}
-	r.NextOffset = h.last() + 1
+	r.NextOffset = h.LastOffset() + 1
 }
 
 // ReadBytes copies the chunks of r into one buffer.
@@ -155,25 +156,35 @@ func (sc *scanner) reset(f vfs.File, limit int64) {
 	sc.f, sc.limit, sc.n = f, limit, 0
 }
 
+// parseHeader decodes the batch header at the start of b (len(b) >= batch.HeaderSize) and checks what can be
+// checked without the rest of the batch (batch.Header.Check).
+func parseHeader(b []byte) (batch.Header, error) {
+	h, err := batch.ParseHeader(b)
+	if err == nil {
+		err = h.Check()
+	}
+	return h, err
+}
+
 // header parses the batch header at pos and checks that the batch ends inside the snapshot.
-func (sc *scanner) header(pos int64) (header, error) {
-	if pos < sc.bufPos || pos+headerLen > sc.bufPos+int64(sc.n) {
+func (sc *scanner) header(pos int64) (batch.Header, error) {
+	if pos < sc.bufPos || pos+batch.HeaderSize > sc.bufPos+int64(sc.n) {
 		want := min(int64(len(sc.buf)), sc.limit-pos)
-		if want < headerLen {
-			return header{}, sc.corrupt(pos, "truncated batch header")
+		if want < batch.HeaderSize {
+			return batch.Header{}, sc.corrupt(pos, "truncated batch header")
 		}
 		n, err := sc.f.ReadAt(sc.buf[:want], pos)
 		if int64(n) < want {
-			return header{}, fmt.Errorf("log: read %s at %d: %w", sc.f.Name(), pos, err)
+			return batch.Header{}, fmt.Errorf("log: read %s at %d: %w", sc.f.Name(), pos, err)
 		}
 		sc.bufPos, sc.n = pos, n
 	}
 	off := pos - sc.bufPos
-	h, err := parseHeader(sc.buf[off : off+headerLen])
+	h, err := parseHeader(sc.buf[off : off+batch.HeaderSize])
 	if err != nil {
 		return h, sc.corrupt(pos, err.Error())
 	}
-	if pos+h.size() > sc.limit {
+	if pos+int64(h.Size()) > sc.limit {
 		return h, sc.corrupt(pos, "batch runs past the segment end")
 	}
 	return h, nil
@@ -197,10 +208,10 @@ func (l *Log) OffsetForTime(ts int64) (offset int64, ok bool) {
 			if err != nil {
 				return -1, false
 			}
-			if h.maxTs >= ts && h.last() >= start {
-				return max(h.base, start), true
+			if h.MaxTimestamp >= ts && h.LastOffset() >= start {
+				return max(h.BaseOffset, start), true
 			}
-			pos += h.size()
+			pos += int64(h.Size())
 		}
 	}
 	return -1, false

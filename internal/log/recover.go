@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/kawa-broker/kawa/internal/batch"
 	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
@@ -157,10 +158,10 @@ func (l *Log) scanSegment(s *segment) (*CorruptionError, error) {
 		bad := func(reason string) (*CorruptionError, error) {
 			return &CorruptionError{File: s.log.Name(), Pos: pos, Offset: s.end, Reason: reason}, nil
 		}
-		if fileSize-pos < headerLen {
+		if fileSize-pos < batch.HeaderSize {
 			return bad(fmt.Sprintf("%d trailing bytes, less than a batch header", fileSize-pos))
 		}
-		hb, err := r.Peek(headerLen)
+		hb, err := r.Peek(batch.HeaderSize)
 		if err != nil {
 			return nil, fmt.Errorf("log: read %s at %d: %w", s.log.Name(), pos, err)
 		}
@@ -168,32 +169,32 @@ func (l *Log) scanSegment(s *segment) (*CorruptionError, error) {
 		switch {
 		case herr != nil:
 			return bad(herr.Error())
-		case pos+h.size() > fileSize:
-			return bad(fmt.Sprintf("batch of %d bytes runs past the end of the file (%d bytes)", h.size(), fileSize))
-		case h.base != s.end:
-			return bad(fmt.Sprintf("batch base offset %d, want %d", h.base, s.end))
-		case h.last()-s.base > math.MaxInt32 || pos > math.MaxInt32:
+		case pos+int64(h.Size()) > fileSize:
+			return bad(fmt.Sprintf("batch of %d bytes runs past the end of the file (%d bytes)", int64(h.Size()), fileSize))
+		case h.BaseOffset != s.end:
+			return bad(fmt.Sprintf("batch base offset %d, want %d", h.BaseOffset, s.end))
+		case h.LastOffset()-s.base > math.MaxInt32 || pos > math.MaxInt32:
 			return bad("segment exceeds the int32 range of its index")
 		}
 		var b []byte
-		if h.size() <= int64(r.Size()) {
-			b, err = r.Peek(int(h.size()))
+		if int64(h.Size()) <= int64(r.Size()) {
+			b, err = r.Peek(int(int64(h.Size())))
 		} else {
-			big = slices.Grow(big[:0], int(h.size()))[:h.size()]
+			big = slices.Grow(big[:0], int(int64(h.Size())))[:int64(h.Size())]
 			b = big
 			_, err = io.ReadFull(r, b)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("log: read %s at %d: %w", s.log.Name(), pos, err)
 		}
-		if !checkCRC(h, b) {
-			return bad("CRC-32C mismatch")
+		if err := batch.CheckCRC(b[:h.Size()]); err != nil {
+			return bad(err.Error())
 		}
-		if h.size() <= int64(r.Size()) {
-			r.Discard(int(h.size()))
+		if int64(h.Size()) <= int64(r.Size()) {
+			r.Discard(int(int64(h.Size())))
 		}
 		s.noteBatch(pos, h, interval)
-		pos += h.size()
+		pos += int64(h.Size())
 	}
 	return nil, nil
 }

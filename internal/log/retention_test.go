@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kawa-broker/kawa/internal/batch"
 	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
@@ -20,7 +21,7 @@ func fiveSegments(t *testing.T, fs vfs.FS, o Options, ts func(i int) int64) (*Lo
 	l := openLog(t, "/p", o)
 	var m model
 	for i := range 23 {
-		m.appendTo(t, l, mkBatch(0, ts(i), 200-headerLen, byte(i)))
+		m.appendTo(t, l, mkBatch(0, ts(i), 200-batch.HeaderSize, byte(i)))
 	}
 	if got := segmentFiles(t, fs, "/p"); len(got) != 5 || got[4] != 20 {
 		t.Fatalf("segments %v", got)
@@ -164,7 +165,7 @@ func TestReadHeldAcrossRetention(t *testing.T) {
 			l := openLog(t, dir, Options{FS: fs, SegmentBytes: 1000, FileDeleteDelay: tc.delay})
 			var m model
 			for i := range 12 {
-				m.appendTo(t, l, mkBatch(0, int64(i), 200-headerLen, byte(i)))
+				m.appendTo(t, l, mkBatch(0, int64(i), 200-batch.HeaderSize, byte(i)))
 			}
 			res, err := l.Read(0, 800, l.End())
 			if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kawa-broker/kawa/internal/batch"
 	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
@@ -91,9 +92,9 @@ func openSegmentFiles(fs vfs.FS, dir string, base int64, logFlag int) (*segment,
 // noteBatch records a batch written at pos: size, end offset, timestamps and (every interval bytes) index entries.
 // It is the only place index entries are decided, so recovery rebuilds exactly what Append wrote.
 // The caller holds Log.mu (or owns the segment exclusively, during recovery).
-func (s *segment) noteBatch(pos int64, h header, interval int64) {
+func (s *segment) noteBatch(pos int64, h batch.Header, interval int64) {
 	if s.sinceIndex >= interval {
-		rel := uint32(h.base - s.base)
+		rel := uint32(h.BaseOffset - s.base)
 		s.offIdx = appendOffEntry(s.offIdx, rel, uint32(pos))
 		if s.maxTs > s.lastIndexedTs {
 			s.timeIdx = appendTimeEntry(s.timeIdx, s.maxTs, rel)
@@ -101,15 +102,15 @@ func (s *segment) noteBatch(pos int64, h header, interval int64) {
 		}
 		s.sinceIndex = 0
 	}
-	s.sinceIndex += h.size()
+	s.sinceIndex += int64(h.Size())
 	if s.size == 0 {
-		s.firstTs = h.maxTs
+		s.firstTs = h.MaxTimestamp
 	}
-	if h.maxTs > s.maxTs {
-		s.maxTs, s.maxTsAt = h.maxTs, h.last()
+	if h.MaxTimestamp > s.maxTs {
+		s.maxTs, s.maxTsAt = h.MaxTimestamp, h.LastOffset()
 	}
-	s.size = pos + h.size()
-	s.end = h.last() + 1
+	s.size = pos + int64(h.Size())
+	s.end = h.LastOffset() + 1
 }
 
 // flushIndexes writes index entries not yet in the index files. Writer only.

@@ -4,11 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
 
+	"github.com/kawa-broker/kawa/internal/batch"
 	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
@@ -49,7 +49,7 @@ func readStart(fs vfs.FS, dir string) (start int64, found bool, err error) {
 	if v := binary.BigEndian.Uint16(buf); v != startFileVersion {
 		return bad(fmt.Sprintf("unknown version %d", v))
 	}
-	if crc32.Checksum(buf[:10], castagnoli) != binary.BigEndian.Uint32(buf[10:]) {
+	if batch.Checksum(buf[:10]) != binary.BigEndian.Uint32(buf[10:]) {
 		return bad("checksum mismatch")
 	}
 	start = int64(binary.BigEndian.Uint64(buf[2:]))
@@ -63,7 +63,7 @@ func readStart(fs vfs.FS, dir string) (start int64, found bool, err error) {
 func writeStart(fs vfs.FS, dir string, start int64) error {
 	buf := binary.BigEndian.AppendUint16(nil, startFileVersion)
 	buf = binary.BigEndian.AppendUint64(buf, uint64(start))
-	buf = binary.BigEndian.AppendUint32(buf, crc32.Checksum(buf, castagnoli))
+	buf = binary.BigEndian.AppendUint32(buf, batch.Checksum(buf))
 	name := filepath.Join(dir, startFile)
 	tmp := name + tmpSuffix
 	f, err := fs.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)

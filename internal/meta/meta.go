@@ -11,11 +11,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"sort"
 	"sync"
+
+	"github.com/kawa-broker/kawa/internal/batch"
 )
 
 // Topic is one topic's durable metadata.
@@ -80,7 +81,7 @@ func Open(dir string) (*Catalog, error) {
 
 func crcOf(ts []Topic) uint32 {
 	b, _ := json.Marshal(ts)
-	return crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))
+	return batch.Checksum(b)
 }
 
 // Get returns the named topic.

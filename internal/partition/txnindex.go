@@ -4,10 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/kawa-broker/kawa/internal/batch"
 )
 
 // The aborted-transaction index (Kafka's .txnindex, one file per partition
@@ -27,14 +28,12 @@ const (
 	txnIndexMagic = "KAWATXN1"
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 func encodeTxnEntry(dst []byte, a AbortedTxn) []byte {
 	start := len(dst)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(a.ProducerID))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(a.FirstOffset))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(a.LastOffset))
-	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+	return binary.BigEndian.AppendUint32(dst, batch.Checksum(dst[start:]))
 }
 
 // loadTxnIndex reads the index, keeping entries whose marker lies below end
@@ -53,7 +52,7 @@ func loadTxnIndex(dir string, end int64) ([]AbortedTxn, error) {
 	}
 	var out []AbortedTxn
 	for b = b[len(txnIndexMagic):]; len(b) >= txnEntrySize; b = b[txnEntrySize:] {
-		if crc32.Checksum(b[:24], castagnoli) != binary.BigEndian.Uint32(b[24:]) {
+		if batch.Checksum(b[:24]) != binary.BigEndian.Uint32(b[24:]) {
 			break
 		}
 		a := AbortedTxn{

@@ -4,12 +4,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/kawa-broker/kawa/internal/batch"
 )
 
 // Allocator file layout, version 1 (big-endian):
@@ -92,7 +93,7 @@ func readAllocFile(path string) (int64, error) {
 	if v := binary.BigEndian.Uint16(b[4:]); v != allocVersion {
 		return 0, fmt.Errorf("%w: %s: unknown version %d", ErrCorruptAllocator, path, v)
 	}
-	if binary.BigEndian.Uint32(b[6:]) != crc32.Checksum(b[10:], castagnoli) {
+	if binary.BigEndian.Uint32(b[6:]) != batch.Checksum(b[10:]) {
 		return 0, fmt.Errorf("%w: %s: crc mismatch", ErrCorruptAllocator, path)
 	}
 	next := int64(binary.BigEndian.Uint64(b[10:]))
@@ -107,7 +108,7 @@ func encodeAlloc(next int64) []byte {
 	copy(b, allocMagic)
 	binary.BigEndian.PutUint16(b[4:], allocVersion)
 	binary.BigEndian.PutUint64(b[10:], uint64(next))
-	binary.BigEndian.PutUint32(b[6:], crc32.Checksum(b[10:], castagnoli))
+	binary.BigEndian.PutUint32(b[6:], batch.Checksum(b[10:]))
 	return b
 }
 

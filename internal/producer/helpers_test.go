@@ -1,10 +1,11 @@
 package producer
 
 import (
-	"hash/crc32"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/kawa-broker/kawa/internal/batch"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -49,4 +50,4 @@ func wantVerdict(t testing.TB, s *State, b BatchInfo, want Verdict) {
 	}
 }
 
-func crc32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+func crc32c(b []byte) uint32 { return batch.Checksum(b) }

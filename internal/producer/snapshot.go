@@ -4,9 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"slices"
 	"time"
+
+	"github.com/kawa-broker/kawa/internal/batch"
 )
 
 // Snapshot file layout, version 1 (all integers big-endian):
@@ -36,8 +37,6 @@ const (
 	flagAborted     = 1
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // ErrCorruptSnapshot is returned (wrapped) by Decode for a snapshot with a
 // bad magic, version, CRC or length; the caller rebuilds from the log.
 var ErrCorruptSnapshot = errors.New("producer: corrupt snapshot")
@@ -60,7 +59,7 @@ func (s *State) Encode(lastOffset int64) []byte {
 	for _, id := range ids {
 		b = appendProducer(b, id, s.producers[id])
 	}
-	binary.BigEndian.PutUint32(b[6:], crc32.Checksum(b[snapHeaderLen:], castagnoli))
+	binary.BigEndian.PutUint32(b[6:], batch.Checksum(b[snapHeaderLen:]))
 	return b
 }
 
@@ -101,7 +100,7 @@ func Decode(b []byte, expiration time.Duration) (*State, int64, error) {
 		return nil, 0, fmt.Errorf("%w: unknown version %d", ErrCorruptSnapshot, v)
 	}
 	body := b[snapHeaderLen:]
-	if want, got := binary.BigEndian.Uint32(b[6:]), crc32.Checksum(body, castagnoli); want != got {
+	if want, got := binary.BigEndian.Uint32(b[6:]), batch.Checksum(body); want != got {
 		return nil, 0, fmt.Errorf("%w: crc %08x, computed %08x", ErrCorruptSnapshot, want, got)
 	}
 	r := reader{b: body}

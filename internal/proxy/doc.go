@@ -16,7 +16,8 @@
 //
 // Every frame is a 4-byte big-endian size and a body. A request body starts
 // with api key, api version and correlation ID (request header v1/v2); a
-// response body starts with the correlation ID. The proxy remembers the key
+// response body starts with the correlation ID; internal/wire reads both, as
+// it does for the broker. The proxy remembers the key
 // and version of every request by correlation ID on its connection, so a
 // response rule sees which API it answers.
 //

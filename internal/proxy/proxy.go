@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kawa-broker/kawa/internal/wire"
 )
 
 // Action is what a rule decides for one frame. The zero Action forwards it.
@@ -203,14 +205,15 @@ func (c *pair) finish() {
 func (c *pair) requests() {
 	defer c.finish()
 	for {
-		b, err := readFrame(c.client)
+		b, err := wire.ReadFrame(c.client, maxFrame)
 		if err != nil {
 			return
 		}
-		key, version, corr, err := parseRequest(b)
+		h, err := wire.ParseRequestKey(b)
 		if err != nil {
 			return
 		}
+		key, version, corr := h.Key, h.Version, h.CorrelationID
 		c.mu.Lock()
 		c.pending[corr] = reqInfo{key, version}
 		c.mu.Unlock()
@@ -222,7 +225,7 @@ func (c *pair) requests() {
 				continue
 			}
 		}
-		if _, err := c.upstream.Write(b); err != nil {
+		if err := writeFrame(c.upstream, b); err != nil {
 			return
 		}
 	}
@@ -233,11 +236,14 @@ func (c *pair) requests() {
 func (c *pair) responses() {
 	defer c.finish()
 	for {
-		b, err := readFrame(c.upstream)
+		b, err := wire.ReadFrame(c.upstream, maxFrame)
 		if err != nil {
 			return
 		}
-		corr := responseCorr(b)
+		corr, err := wire.ResponseCorrelationID(b)
+		if err != nil {
+			return
+		}
 		c.mu.Lock()
 		info, ok := c.pending[corr]
 		delete(c.pending, corr)
@@ -255,7 +261,7 @@ func (c *pair) responses() {
 				continue
 			}
 		}
-		if _, err := c.client.Write(b); err != nil {
+		if err := writeFrame(c.client, b); err != nil {
 			return
 		}
 	}

@@ -1,9 +1,9 @@
 package proxy
 
 import (
-	"encoding/binary"
 	"fmt"
 
+	"github.com/kawa-broker/kawa/internal/wire"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -19,24 +19,14 @@ func rewrites(key int16) bool {
 	return key == keyMetadata || key == keyFindCoordinator || key == keyDescribeCluster
 }
 
-// rewriteAddrs returns the response frame b (size prefix included) with
+// rewriteAddrs returns the response frame b (without its size prefix) with
 // every broker host and port replaced by host and port. key and version are
 // those of the request b answers.
 func rewriteAddrs(b []byte, key, version int16, host string, port int32) ([]byte, error) {
-	req := kmsg.RequestForKey(key)
 	resp := kmsg.ResponseForKey(key)
-	req.SetVersion(version)
-	resp.SetVersion(version)
-	hdr := 4 + 4 // size prefix, correlation ID
-	if req.IsFlexible() {
-		n, err := skipTags(b[hdr:])
-		if err != nil {
-			return nil, err
-		}
-		hdr += n
-	}
-	if err := resp.ReadFrom(b[hdr:]); err != nil {
-		return nil, fmt.Errorf("proxy: decode %s v%d response: %w", kmsg.NameForKey(key), version, err)
+	corr, err := wire.ParseResponse(b, version, resp)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	switch r := resp.(type) {
 	case *kmsg.MetadataResponse:
@@ -57,8 +47,5 @@ func rewriteAddrs(b []byte, key, version int16, host string, port int32) ([]byte
 			r.Brokers[i].Host, r.Brokers[i].Port = host, port
 		}
 	}
-	out := append([]byte(nil), b[:hdr]...)
-	out = resp.AppendTo(out)
-	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
-	return out, nil
+	return wire.AppendResponse(nil, wire.Header{Version: version, CorrelationID: corr}, resp)[4:], nil
 }

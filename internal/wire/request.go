@@ -45,11 +45,11 @@ const (
 //
 // NB: byte fields of the request (Produce records, for one) alias frame.
 func ParseRequest(frame []byte) (Header, kmsg.Request, error) {
-	r := kbin.Reader{Src: frame}
-	h := Header{Key: r.Int16(), Version: r.Int16(), CorrelationID: r.Int32()}
-	if !r.Ok() {
-		return h, nil, fmt.Errorf("%w: %d byte frame, too short for a request header", ErrMalformed, len(frame))
+	h, err := ParseRequestKey(frame)
+	if err != nil {
+		return h, nil, err
 	}
+	r := kbin.Reader{Src: frame[requestKeyLen:]}
 	if h.Key != keyControlledShutdown || h.Version != 0 {
 		h.ClientID = r.NullableString()
 	}
@@ -71,6 +71,24 @@ func ParseRequest(frame []byte) (Header, kmsg.Request, error) {
 		return h, nil, fmt.Errorf("%w: %s v%d body: %v", ErrMalformed, kmsg.NameForKey(h.Key), h.Version, err)
 	}
 	return h, req, nil
+}
+
+// requestKeyLen is the fixed start of every request header: api_key int16,
+// api_version int16, correlation_id int32.
+const requestKeyLen = 8
+
+// ParseRequestKey decodes the fixed start of a request frame's header
+// (api_key, api_version, correlation_id) and nothing after it, for code that
+// forwards frames unchanged (internal/proxy). Client ID and Header.ClientID
+// stay unset. A frame shorter than 8 bytes returns an error wrapping
+// ErrMalformed.
+func ParseRequestKey(frame []byte) (Header, error) {
+	r := kbin.Reader{Src: frame}
+	h := Header{Key: r.Int16(), Version: r.Int16(), CorrelationID: r.Int32()}
+	if !r.Ok() {
+		return h, fmt.Errorf("%w: %d byte frame, too short for a request header", ErrMalformed, len(frame))
+	}
+	return h, nil
 }
 
 // skipTags consumes a tagged-field section (KIP-482): a uvarint count, then

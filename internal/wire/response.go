@@ -2,6 +2,9 @@ package wire
 
 import (
 	"encoding/binary"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kbin"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -24,4 +27,36 @@ func AppendResponse(dst []byte, h Header, resp kmsg.Response) []byte {
 	dst = resp.AppendTo(dst)
 	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
 	return dst
+}
+
+// ResponseCorrelationID returns the correlation_id that starts every response
+// frame (as returned by ReadFrame). A frame shorter than 4 bytes returns an
+// error wrapping ErrMalformed.
+func ResponseCorrelationID(frame []byte) (int32, error) {
+	if len(frame) < 4 {
+		return 0, fmt.Errorf("%w: %d byte frame, too short for a response header", ErrMalformed, len(frame))
+	}
+	return int32(binary.BigEndian.Uint32(frame)), nil
+}
+
+// ParseResponse decodes one response frame (as returned by ReadFrame, for a
+// request of the given version) into resp, the inverse of AppendResponse:
+// the response header (header v1 with its tagged fields when resp is
+// flexible at that version, v0 for ApiVersions and non-flexible versions),
+// then the body with kmsg. It returns the correlation ID. Undecodable input
+// returns an error wrapping ErrMalformed; it never panics.
+func ParseResponse(frame []byte, version int16, resp kmsg.Response) (corr int32, err error) {
+	resp.SetVersion(version)
+	r := kbin.Reader{Src: frame}
+	corr = r.Int32()
+	if !r.Ok() {
+		return 0, fmt.Errorf("%w: %d byte frame, too short for a response header", ErrMalformed, len(frame))
+	}
+	if resp.IsFlexible() && resp.Key() != keyApiVersions && !skipTags(&r) {
+		return corr, fmt.Errorf("%w: %s v%d response: bad header tagged fields", ErrMalformed, kmsg.NameForKey(resp.Key()), version)
+	}
+	if err := resp.ReadFrom(r.Src); err != nil {
+		return corr, fmt.Errorf("%w: %s v%d response body: %v", ErrMalformed, kmsg.NameForKey(resp.Key()), version, err)
+	}
+	return corr, nil
 }
