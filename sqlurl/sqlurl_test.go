@@ -2,6 +2,7 @@ package sqlurl_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -84,5 +85,27 @@ func TestOpenUnreachablePostgres(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), ":pw@") {
 		t.Fatalf("error leaks the password: %v", err)
+	}
+}
+
+// TestOpenSQLitePathWithURIChars checks that '#' and '%' in a directory name
+// reach the file system as they are (SQLite's URI form would cut the path at
+// '#', so two subtests "x" and "x#01" shared one stray file).
+func TestOpenSQLitePathWithURIChars(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a#01%41b")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "s.db")
+	db, _, err := sqlurl.Open(context.Background(), "sqlite://"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("CREATE TABLE t (x INTEGER)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("database file not at %s: %v", path, err)
 	}
 }
