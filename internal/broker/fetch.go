@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kawa-broker/kawa/internal/batch"
 	"github.com/kawa-broker/kawa/internal/partition"
 	"github.com/kawa-broker/kawa/internal/wire"
 )
@@ -24,7 +25,9 @@ import (
 // max_wait_ms, woken by appends (HW/LSO advances), not by timers alone.
 // Offsets outside [log start, log end] are OFFSET_OUT_OF_RANGE. Fetch
 // sessions (KIP-227) are not kept: the response session ID is 0, which tells
-// clients to send full fetches. No preferred read replica (v11: -1).
+// clients to send full fetches. No preferred read replica (v11: -1). A
+// fetch below v10 whose answer would hold a zstd batch gets
+// UNSUPPORTED_COMPRESSION_TYPE for that partition (KIP-110).
 //
 // Version notes: v13+ (topic IDs in Fetch) not advertised yet.
 func (b *Broker) handleFetch(ctx context.Context, req kmsg.Request) reply {
@@ -104,7 +107,7 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest) (resp *kmsg.FetchResponse, tota
 			if rem := maxBytes - total; rem < limit {
 				limit = rem
 			}
-			n, err := b.fetchPartition(rt.Topic, rp, r.IsolationLevel, limit, total == 0, &sp)
+			n, err := b.fetchPartition(rt.Topic, rp, r.Version, r.IsolationLevel, limit, total == 0, &sp)
 			if err != nil {
 				sp.ErrorCode = errCode(err)
 				stop = true
@@ -121,7 +124,7 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest) (resp *kmsg.FetchResponse, tota
 // fetchPartition fills sp for one partition and returns the bytes added.
 // first reports that nothing has been added to the response yet, so one
 // whole batch may exceed limit (KIP-74).
-func (b *Broker) fetchPartition(topic string, rp kmsg.FetchRequestTopicPartition, isolation int8, limit int, first bool, sp *kmsg.FetchResponseTopicPartition) (int, error) {
+func (b *Broker) fetchPartition(topic string, rp kmsg.FetchRequestTopicPartition, version int16, isolation int8, limit int, first bool, sp *kmsg.FetchResponseTopicPartition) (int, error) {
 	p, err := b.lookup(topic, rp.Partition)
 	if err != nil {
 		return 0, err
@@ -147,6 +150,11 @@ func (b *Broker) fetchPartition(topic string, rp kmsg.FetchRequestTopicPartition
 	if !first && len(res.Records) > limit {
 		return 0, nil // would break max bytes; a later fetch gets it first
 	}
+	if version < 10 && hasZstd(res.Records) {
+		// KIP-110: a consumer older than fetch v10 may not know zstd, so it gets
+		// an error instead of data it cannot decompress (KafkaApis' fetch path).
+		return 0, kerr.UnsupportedCompressionType
+	}
 	if len(res.Records) > 0 {
 		sp.RecordBatches = res.Records
 	}
@@ -159,4 +167,24 @@ func (b *Broker) fetchPartition(topic string, rp kmsg.FetchRequestTopicPartition
 		}
 	}
 	return len(res.Records), nil
+}
+
+// hasZstd reports whether any whole batch in records is zstd-compressed.
+// Only headers are read; a torn tail is left to the client, as in a normal
+// fetch.
+func hasZstd(records []byte) bool {
+	for len(records) >= batch.HeaderSize {
+		h, err := batch.ParseHeader(records)
+		if err != nil {
+			return false
+		}
+		if h.Codec() == batch.CodecZstd {
+			return true
+		}
+		if h.Size() <= 0 || h.Size() > len(records) {
+			return false
+		}
+		records = records[h.Size():]
+	}
+	return false
 }

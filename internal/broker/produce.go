@@ -25,11 +25,11 @@ import (
 // transaction's marker. From v12 (KIP-890 part 2, transaction.version 2) the
 // broker adds the partition to the producer's transaction itself
 // (txn.go addTxnWrite) instead of requiring AddPartitionsToTxn first. Errors per partition: CORRUPT_MESSAGE,
-// INVALID_RECORD, UNSUPPORTED_FOR_MESSAGE_FORMAT, MESSAGE_TOO_LARGE
+// INVALID_RECORD, UNSUPPORTED_FOR_MESSAGE_FORMAT, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE (zstd below v7, KIP-110)
 // (max.message.bytes), UNKNOWN_TOPIC_OR_PARTITION, and the idempotence codes
 // (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH; a duplicate is
 // answered as success with the original offsets, KIP-98). Acks: 0 sends no
-// response, 1 answers after the append, -1 after the append is durable
+// response (a partition error closes the connection instead, as Kafka does), 1 answers after the append, -1 after the append is durable
 // (fsynced under --fsync=always, group-committed); other values are
 // INVALID_REQUIRED_ACKS. Topics with message.timestamp.type=LogAppendTime
 // get the append time written into the batch and returned (v2+). Control
@@ -84,6 +84,12 @@ func (b *Broker) produce(ctx context.Context, r *kmsg.ProduceRequest) reply {
 		resp.Topics = append(resp.Topics, st)
 	}
 	if r.Acks == 0 {
+		// No response is expected, so a failed partition can only be reported by
+		// closing the connection: the producer then notices and refreshes its
+		// metadata (KafkaApis.handleProduceRequest, acks=0 with errorInResponse).
+		if err := firstProduceError(resp); err != nil {
+			return func() (kmsg.Response, error) { return nil, err }
+		}
 		return func() (kmsg.Response, error) { return nil, nil }
 	}
 	timeout := time.Duration(r.TimeoutMillis) * time.Millisecond
@@ -106,6 +112,19 @@ func (b *Broker) produce(ctx context.Context, r *kmsg.ProduceRequest) reply {
 	}
 }
 
+// firstProduceError returns the first partition error of resp, naming the
+// partition, or nil when every partition succeeded.
+func firstProduceError(resp *kmsg.ProduceResponse) error {
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 {
+				return fmt.Errorf("acks=0 produce to %s/%d failed: %w", t.Topic, p.Partition, kerr.ErrorForCode(p.ErrorCode))
+			}
+		}
+	}
+	return nil
+}
+
 // appendPartition validates one partition's records and appends them. A
 // transactional batch is first verified with the transaction coordinator
 // (verifyTxnWrite; from v12 addTxnWrite enrols it first), which holds its
@@ -125,6 +144,11 @@ func (b *Broker) appendPartition(ctx context.Context, r *kmsg.ProduceRequest, to
 	}
 	if err := singleV2Batch(records); err != nil {
 		return nil, partition.AppendResult{}, err
+	}
+	if h, err := batch.ParseHeader(records); err == nil && h.Codec() == batch.CodecZstd && r.Version < 7 {
+		// KIP-110: zstd needs Produce v7+, so old clients cannot write data
+		// that old consumers could not read (ProduceRequest.validateRecords).
+		return nil, partition.AppendResult{}, fmt.Errorf("%w: zstd batches need produce v7+, got v%d", kerr.UnsupportedCompressionType, r.Version)
 	}
 	h, err := batch.Validate(records)
 	if err != nil {

@@ -236,8 +236,9 @@ func (l *Log) timeViews(ts int64) []segView {
 }
 
 // MaxTimestamp returns the largest batch max timestamp in the log and the last offset of the first batch
-// carrying it (ListOffsets MAX_TIMESTAMP, KIP-734: Kafka returns the record's own offset; without decoding
-// records the batch's last offset is returned). An empty log returns (-1, -1).
+// carrying it (ListOffsets MAX_TIMESTAMP, KIP-734). Kafka answers the first record holding that timestamp;
+// the log does not decode records, so the caller finds that record inside the batch (partition's
+// recordForTime). An empty log returns (-1, -1).
 func (l *Log) MaxTimestamp() (ts int64, offset int64) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()

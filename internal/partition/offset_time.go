@@ -5,9 +5,12 @@ import (
 )
 
 // recordForTime narrows a batch-level ListOffsets answer to the record Kafka
-// returns: in the batch holding offset off, the first record at or above
-// max(off, log start) whose timestamp is >= ts, with that record's own
-// timestamp. The log only indexes batches (it never decodes records), so
+// returns: in the batch holding offset off, the first record at or above the
+// log start whose timestamp is >= ts, with that record's own timestamp. For
+// a timestamp query off is the batch's first offset (or the log start); for
+// MAX_TIMESTAMP it may be any offset of the batch holding the maximum, and
+// the answer is the first record carrying it (earliest wins ties, as
+// Kafka's UnifiedLog since KAFKA-16310). The log only indexes batches (it never decodes records), so
 // this is the one place that does, and only for one batch per request.
 //
 // NB: a batch whose header promises a timestamp its records do not carry,
@@ -34,7 +37,7 @@ func (p *Partition) recordForTime(off, ts int64) (offset, timestamp int64) {
 	if err != nil {
 		return off, ts
 	}
-	from := max(off, p.log.Start())
+	from := p.log.Start()
 	for _, rec := range recs {
 		o := h.BaseOffset + int64(rec.OffsetDelta)
 		t := h.FirstTimestamp + rec.TimestampDelta64
