@@ -10,7 +10,8 @@ import (
 // Close stops the sync goroutine, flushes the indexes, fsyncs the active segment (whatever the policy) and
 // closes every file. Waiters whose data the final fsync covers are released; others get ErrClosed. Chunks from
 // earlier Reads become unreadable. Later calls return ErrClosed; a sticky write or fsync error is returned.
-// Close does not wait for a running OnDurable call (see Options.OnDurable).
+// Close stops the notifier goroutine too and waits for a running OnDurable call to return (see
+// Options.OnDurable), so no OnDurable call runs after Close returns.
 func (l *Log) Close() error {
 	l.adminMu.Lock()
 	defer l.adminMu.Unlock()
@@ -24,6 +25,7 @@ func (l *Log) closeLocked() error {
 	c := &l.commit
 	close(c.stop)
 	<-c.done
+	<-c.notifyDone
 
 	l.wmu.Lock()
 	err := l.syncAllLocked()

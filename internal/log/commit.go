@@ -23,11 +23,12 @@ type commitState struct {
 	fsyncs      atomic.Int64
 	fsyncedSize atomic.Int64
 
-	kick     chan struct{} // capacity 1: "there are new appends" (FsyncAlways)
-	notify   chan struct{} // capacity 1: "the durable end may have moved"; nil without OnDurable
-	stop     chan struct{} // closed by Close
-	done     chan struct{} // closed when the sync goroutine exits
-	notified int64         // last value passed to OnDurable; owned by the notifier goroutine
+	kick       chan struct{} // capacity 1: "there are new appends" (FsyncAlways)
+	notify     chan struct{} // capacity 1: "the durable end may have moved"; nil without OnDurable
+	stop       chan struct{} // closed by Close
+	done       chan struct{} // closed when the sync goroutine exits
+	notifyDone chan struct{} // closed when the notifier goroutine exits (at once without OnDurable)
+	notified   int64         // last value passed to OnDurable; owned by the notifier goroutine
 }
 
 func (c *commitState) init(end int64, notify bool) {
@@ -41,6 +42,10 @@ func (c *commitState) init(end int64, notify bool) {
 	}
 	c.stop = make(chan struct{})
 	c.done = make(chan struct{})
+	c.notifyDone = make(chan struct{})
+	if !notify {
+		close(c.notifyDone)
+	}
 }
 
 func (c *commitState) broadcastLocked() {
@@ -128,10 +133,11 @@ func (l *Log) syncLoop() {
 }
 
 // notifyLoop is the notifier goroutine (only with OnDurable): it reports each new durable end. It is separate
-// from the sync goroutine so that Close never waits for an OnDurable call, which may need a lock the caller of
-// Close holds. It may make one last call after Close returns.
+// from the sync goroutine so that a slow OnDurable never delays the group-commit fsync. Close stops it and waits
+// for it, so no call runs after Close returns.
 func (l *Log) notifyLoop() {
 	c := &l.commit
+	defer close(c.notifyDone)
 	for {
 		select {
 		case <-c.stop:

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 
 	"github.com/kawa-broker/kawa/internal/vfs"
 )
@@ -216,26 +217,45 @@ func TestDelete(t *testing.T) {
 	}
 }
 
-// TestCloseWhileOnDurableBlocked: the partition holds its lock while closing, and OnDurable takes the same lock.
-// Close must not wait for OnDurable (it used to wait for the goroutine calling it: deadlock).
-func TestCloseWhileOnDurableBlocked(t *testing.T) {
+// TestCloseWaitsForOnDurable: Close owns the notifier goroutine. A running OnDurable call finishes before Close
+// returns, and none starts after it (the partition's Close used to return while a notifier still ran).
+func TestCloseWaitsForOnDurable(t *testing.T) {
 	t.Parallel()
 	for _, p := range []FsyncPolicy{FsyncAlways, FsyncNever} {
-		var partitionMu sync.Mutex
-		entered := make(chan struct{}, 1)
-		l := openLog(t, "/p", Options{FS: vfs.NewMem(), Fsync: p, OnDurable: func(int64) {
-			poke(entered)
-			partitionMu.Lock()
-			partitionMu.Unlock()
-		}})
-		partitionMu.Lock()
-		if _, err := l.Append(mkBatch(0, 1, 10, 'a')); err != nil {
-			t.Fatal(err)
+		synctest.Test(t, func(t *testing.T) { closeWaitsForOnDurable(t, p) })
+	}
+}
+
+func closeWaitsForOnDurable(t *testing.T, p FsyncPolicy) {
+	var running, afterClose atomic.Bool
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	l := openLog(t, "/p", Options{FS: vfs.NewMem(), Fsync: p, OnDurable: func(int64) {
+		if afterClose.Load() {
+			t.Errorf("%v: OnDurable called after Close returned", p)
 		}
-		<-entered // OnDurable is now blocked on partitionMu
-		if err := l.Close(); err != nil {
-			t.Fatalf("%v: Close = %v", p, err)
-		}
-		partitionMu.Unlock()
+		running.Store(true)
+		poke(entered)
+		<-release
+		running.Store(false)
+	}})
+	if _, err := l.Append(mkBatch(0, 1, 10, 'a')); err != nil {
+		t.Fatal(err)
+	}
+	<-entered // OnDurable is now blocked on release
+	closed := make(chan error)
+	go func() { closed <- l.Close() }()
+	synctest.Wait() // Close has run as far as it can
+	select {
+	case err := <-closed:
+		t.Fatalf("%v: Close returned (%v) while OnDurable was running", p, err)
+	default:
+	}
+	close(release)
+	if err := <-closed; err != nil {
+		t.Fatalf("%v: Close = %v", p, err)
+	}
+	afterClose.Store(true)
+	if running.Load() {
+		t.Fatalf("%v: OnDurable still running after Close returned", p)
 	}
 }

@@ -34,8 +34,9 @@
 // The caller serialises Append (the partition lock); Read, OffsetForTime, MaxTimestamp, End, Start, DurableEnd,
 // WaitDurable, Sync, SetConfig, SetStart and EnforceRetention may be called from any goroutine. Each Log owns a
 // sync goroutine, which runs the group-commit fsync, and (with OnDurable set) a notifier goroutine, which calls
-// OnDurable. Open starts both; Close stops both, waiting for the sync goroutine but not for a running OnDurable
-// call, so a caller may hold the lock OnDurable takes while it calls Close.
+// OnDurable. Open starts both; Close stops both and waits for both, so no OnDurable call runs after Close
+// returns; OnDurable therefore must not take a lock the caller of Close holds (the partition publishes its high
+// watermark under a leaf lock for this reason).
 //
 // Lock order: adminMu (SetStart, EnforceRetention, Close, Delete) → wmu (the writer: Append and its roll, Sync,
 // Close) → mu (RWMutex over the segment list and segment sizes/indexes; Read holds it only to snapshot) →

@@ -67,8 +67,9 @@ type Options struct {
 	FsyncInterval  time.Duration // for FsyncInterval (0 = 1 s)
 	// OnDurable is called from the log's notifier goroutine, never under the caller's lock, with a strictly
 	// increasing end offset (exclusive) below which data is durable per the policy. With FsyncNever/FsyncInterval
-	// it follows Append. Close does not wait for a running call, so OnDurable may take a lock that the caller of
-	// Close holds; it may be called once more after Close returns.
+	// it follows Append. Close waits for a running call and none runs after Close returns, so OnDurable must not
+	// take a lock that the caller of Close (or of Append, which may wait on a roll's fsync) holds: publish with
+	// atomics or under a leaf lock.
 	OnDurable func(end int64)
 	Logger    *slog.Logger // nil = discard
 	// FileDeleteDelay: how long a segment deleted by retention keeps its files open so a reader holding a Chunk of

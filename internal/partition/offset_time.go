@@ -17,7 +17,7 @@ import (
 // or one that cannot be read or decoded, keeps the batch-level answer
 // (off, ts) rather than failing the request.
 func (p *Partition) recordForTime(off, ts int64) (offset, timestamp int64) {
-	r, err := p.log.Read(off, 1, p.hw.Load())
+	r, err := p.log.Read(off, 1, p.HighWatermark())
 	if err != nil || len(r.Chunks) == 0 {
 		return off, ts
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -53,12 +54,20 @@ type Partition struct {
 	replaying     bool         // Open's log scan: index entries are re-derived, not appended
 	durableAlways bool
 
-	hw  atomic.Int64 // high watermark
-	lso atomic.Int64 // last stable offset (<= hw)
-
-	wakeMu sync.Mutex
-	wake   chan struct{}
+	// pubMu is a leaf lock: it orders publications of offs, guards unstable
+	// and wake, and is never held while calling out. The log's notifier
+	// publishes under it alone, never under mu (Close holds mu and waits for
+	// the notifier).
+	pubMu    sync.Mutex
+	unstable int64                   // first offset of an undecided transaction, math.MaxInt64 if none
+	offs     atomic.Pointer[offsets] // the published {HW, LSO}, replaced whole
+	wake     chan struct{}           // closed and replaced at each change of offs
 }
+
+// offsets is one publication of the high watermark and the last stable offset
+// (LSO = min(HW, first undecided transaction offset) <= HW). Readers load both
+// with one atomic load, so they never see an LSO above the HW.
+type offsets struct{ hw, lso int64 }
 
 // AbortedTxn is one aborted transaction in this partition: its producer and
 // the range from its first data offset to its ABORT marker (inclusive).
@@ -77,7 +86,9 @@ func Open(topic string, index int32, dir string, o Options) (*Partition, error) 
 		Topic: topic, Index: index, dir: dir, lg: o.Logger,
 		wake:          make(chan struct{}),
 		durableAlways: o.Log.Fsync == log.FsyncAlways,
+		unstable:      0, // nothing is stable until loadProducers has run
 	}
+	p.offs.Store(&offsets{})
 	lo := o.Log
 	lo.Logger = o.Logger
 	lo.OnDurable = p.onDurable
@@ -90,55 +101,58 @@ func Open(topic string, index int32, dir string, o Options) (*Partition, error) 
 		l.Close()
 		return nil, fmt.Errorf("partition %s-%d: %w", topic, index, err)
 	}
-	p.advance(l.DurableEnd())
+	p.mu.Lock()
+	p.publishLocked(l.DurableEnd())
+	p.mu.Unlock()
 	return p, nil
 }
 
-// onDurable runs on the log's sync goroutine.
-func (p *Partition) onDurable(end int64) { p.advance(end) }
+// onDurable runs on the log's notifier goroutine. It takes only pubMu.
+func (p *Partition) onDurable(end int64) { p.publish(end) }
 
-// advance raises the HW to end (never lowers it), recomputes the LSO and
-// wakes fetch waiters. Both are stored under mu, HW first, so a reader that
-// loads the LSO before the HW never sees LSO > HW.
-func (p *Partition) advance(end int64) {
-	p.mu.Lock()
-	if end > p.hw.Load() {
-		p.hw.Store(end)
+// publish raises the HW to hw (never lowers it), recomputes the LSO from the
+// first unstable offset last set under mu, and wakes fetch waiters if either
+// changed. It takes only the leaf lock pubMu.
+func (p *Partition) publish(hw int64) {
+	p.pubMu.Lock()
+	defer p.pubMu.Unlock()
+	cur := p.offs.Load()
+	next := offsets{hw: max(cur.hw, hw)}
+	next.lso = min(next.hw, p.unstable)
+	if next == *cur {
+		return
 	}
-	p.updateLSOLocked()
-	p.mu.Unlock()
-	p.notify()
-}
-
-// updateLSOLocked sets LSO = min(HW, first offset of any open transaction).
-func (p *Partition) updateLSOLocked() {
-	lso := p.hw.Load()
-	if first, ok := p.producers.FirstUndecidedOffset(); ok && first < lso {
-		lso = first
-	}
-	p.lso.Store(lso)
-}
-
-func (p *Partition) notify() {
-	p.wakeMu.Lock()
+	p.offs.Store(&next)
 	close(p.wake)
 	p.wake = make(chan struct{})
-	p.wakeMu.Unlock()
+}
+
+// publishLocked is publish after refreshing the first unstable offset from
+// the producer state, which mu guards. The caller holds mu.
+func (p *Partition) publishLocked(hw int64) {
+	unstable := int64(math.MaxInt64)
+	if first, ok := p.producers.FirstUndecidedOffset(); ok {
+		unstable = first
+	}
+	p.pubMu.Lock()
+	p.unstable = unstable
+	p.pubMu.Unlock()
+	p.publish(hw)
 }
 
 // Wake returns a channel closed at the next HW or LSO advance.
 func (p *Partition) Wake() <-chan struct{} {
-	p.wakeMu.Lock()
-	defer p.wakeMu.Unlock()
+	p.pubMu.Lock()
+	defer p.pubMu.Unlock()
 	return p.wake
 }
 
 // HighWatermark is the offset below which records are visible to
 // read_uncommitted consumers.
-func (p *Partition) HighWatermark() int64 { return p.hw.Load() }
+func (p *Partition) HighWatermark() int64 { return p.offs.Load().hw }
 
 // LastStableOffset is the offset below which every transaction is decided.
-func (p *Partition) LastStableOffset() int64 { return p.lso.Load() }
+func (p *Partition) LastStableOffset() int64 { return p.offs.Load().lso }
 
 // LogStart is the log start offset.
 func (p *Partition) LogStart() int64 { return p.log.Start() }
@@ -184,7 +198,7 @@ func (p *Partition) Append(b []byte, h batch.Header, logAppendTime bool, now tim
 	}
 	base, err := p.log.Append(b)
 	if err != nil {
-		return AppendResult{}, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+		return AppendResult{}, storageError(err)
 	}
 	last := base + int64(h.LastOffsetDelta)
 	p.producers.Update(info, base, last, appendTime, now)
@@ -199,32 +213,26 @@ func (p *Partition) afterAppendLocked(n int64) {
 			p.lg.Warn("producer snapshot failed", "topic", p.Topic, "partition", p.Index, "err", err)
 		}
 	}
+	// FsyncAlways: the HW moves on the log's notifier once the fsync covers
+	// the batch; the LSO may still move now (a marker decided a transaction).
+	hw := p.offs.Load().hw
 	if !p.durableAlways {
-		end := p.log.End()
-		for {
-			cur := p.hw.Load()
-			if end <= cur || p.hw.CompareAndSwap(cur, end) {
-				break
-			}
-		}
-		p.updateLSOLocked()
-		go p.notify()
-	} else {
-		p.updateLSOLocked()
+		hw = p.log.End()
 	}
+	p.publishLocked(hw)
 }
 
 // WaitDurable blocks until offsets below end are durable per the flush policy
 // (acks=all), or ctx ends.
 func (p *Partition) WaitDurable(ctx context.Context, end int64) error {
 	if err := p.log.WaitDurable(ctx, end); err != nil {
-		return fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+		return storageError(err)
 	}
 	// The log's OnDurable callback may not have run yet; raise the HW here
 	// so that an acknowledged acks=all write is visible to a Fetch or
 	// ListOffsets sent right after the acknowledgement.
-	if p.hw.Load() < end {
-		p.advance(p.log.DurableEnd())
+	if p.HighWatermark() < end {
+		p.publish(p.log.DurableEnd())
 	}
 	return nil
 }
@@ -240,7 +248,7 @@ func (p *Partition) WriteMarker(m producer.MarkerInfo, now time.Time) (int64, er
 	}
 	off, err := p.log.Append(b)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+		return 0, storageError(err)
 	}
 	p.applyMarkerLocked(m, off, now)
 	p.afterAppendLocked(int64(len(b)))
@@ -271,8 +279,8 @@ var ErrOffsetOutOfRange = kerr.OffsetOutOfRange
 // returned whole even if larger, KIP-74), bounded by the HW (read_uncommitted)
 // or the LSO (read_committed).
 func (p *Partition) Read(offset int64, maxBytes int, isolation int8) (ReadResult, error) {
-	lso := p.lso.Load() // before the HW: see advance
-	hw := p.hw.Load()
+	o := p.offs.Load()
+	hw, lso := o.hw, o.lso
 	res := ReadResult{HighWatermark: hw, LastStableOffset: lso, LogStart: p.log.Start()}
 	upTo := hw
 	if isolation == ReadCommitted {
@@ -289,20 +297,20 @@ func (p *Partition) Read(offset int64, maxBytes int, isolation int8) (ReadResult
 		return res, ErrOffsetOutOfRange
 	}
 	if err != nil {
-		return res, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+		return res, storageError(err)
 	}
 	if len(r.Chunks) == 0 {
 		return res, nil
 	}
 	bs, err := p.log.ReadBytes(r)
 	if err != nil {
-		return res, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+		return res, storageError(err)
 	}
 	// Verify lengths and CRCs on the way out too (BL-25): bit rot after
 	// recovery is reported, never served. CRC-32C runs at memory speed.
 	if _, err := batch.Iterate(bs, nil); err != nil {
 		p.lg.Error("corrupt batch on read", "topic", p.Topic, "partition", p.Index, "offset", offset, "err", err)
-		return res, fmt.Errorf("%w: corrupt batch at or after offset %d: %v", kerr.KafkaStorageError, offset, err)
+		return res, storageError(fmt.Errorf("corrupt batch at or after offset %d: %w", offset, err))
 	}
 	res.Records = bs
 	if isolation == ReadCommitted {
@@ -334,24 +342,24 @@ func (p *Partition) ListOffset(ts int64, isolation int8) (offset, timestamp int6
 	switch ts {
 	case -1:
 		if isolation == ReadCommitted {
-			return p.lso.Load(), -1
+			return p.LastStableOffset(), -1
 		}
-		return p.hw.Load(), -1
+		return p.HighWatermark(), -1
 	case -2, -4:
 		return p.log.Start(), -1
 	case -3:
 		mts, off := p.log.MaxTimestamp()
-		if off < 0 || off >= p.hw.Load() {
+		if off < 0 || off >= p.HighWatermark() {
 			return -1, -1
 		}
 		return p.recordForTime(off, mts)
 	}
 	off, ok := p.log.OffsetForTime(ts)
-	if !ok || off >= p.hw.Load() {
+	if !ok || off >= p.HighWatermark() {
 		return -1, -1
 	}
 	// The log answers per batch; Kafka answers per record (offset_time.go).
-	if off, ts = p.recordForTime(off, ts); off >= p.hw.Load() {
+	if off, ts = p.recordForTime(off, ts); off >= p.HighWatermark() {
 		return -1, -1
 	}
 	return off, ts
@@ -360,7 +368,7 @@ func (p *Partition) ListOffset(ts int64, isolation int8) (offset, timestamp int6
 // DeleteRecords raises the log start offset to offset (-1 = HW) and returns
 // the new log start. OFFSET_OUT_OF_RANGE beyond the HW.
 func (p *Partition) DeleteRecords(offset int64) (int64, error) {
-	hw := p.hw.Load()
+	hw := p.HighWatermark()
 	if offset == -1 {
 		offset = hw
 	}
@@ -373,10 +381,10 @@ func (p *Partition) DeleteRecords(offset int64) (int64, error) {
 		return p.log.Start(), nil
 	}
 	if err := p.snapshotBeforeTruncateLocked(); err != nil {
-		return -1, fmt.Errorf("%w: producer snapshot: %v", kerr.KafkaStorageError, err)
+		return -1, storageError(fmt.Errorf("producer snapshot: %w", err))
 	}
 	if err := p.log.SetStart(offset); err != nil {
-		return -1, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+		return -1, storageError(err)
 	}
 	p.producers.AdvanceEndOffset(p.log.End())
 	return p.log.Start(), nil
@@ -430,6 +438,11 @@ func (p *Partition) Delete() error {
 	defer p.mu.Unlock()
 	return p.log.Delete()
 }
+
+// storageError reports err as KAFKA_STORAGE_ERROR (the per-partition code the
+// broker answers) while keeping err's chain, so errors.Is(err, log.ErrCorruption)
+// and the like still hold above the partition.
+func storageError(err error) error { return fmt.Errorf("%w: %w", kerr.KafkaStorageError, err) }
 
 // snapshotName is the Kafka-style producer snapshot file for offset.
 func snapshotName(offset int64) string { return fmt.Sprintf("%020d.snapshot", offset) }
