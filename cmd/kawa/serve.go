@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -43,6 +44,11 @@ func runServe(args []string) error {
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9100)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&cfg.RetentionCheck, "retention-check-interval", 5*time.Minute, "how often retention runs")
+	fs.Int64Var(&cfg.QueuedMaxRequestBytes, "queued-max-request-bytes", config.DefaultQueuedMaxRequestBytes, "cap on bytes of requests read but not yet answered, over all connections (queued.max.request.bytes); -1 = unbounded")
+	fs.DurationVar(&cfg.RequestReadTimeout, "request-read-timeout", 30*time.Second, "a request frame must arrive whole within this time of its size prefix")
+	fs.IntVar(&cfg.MaxConnections, "max-connections", math.MaxInt32, "cap on open client connections; at it, accepting pauses (max.connections)")
+	fs.IntVar(&cfg.MaxConnectionsPerIP, "max-connections-per-ip", math.MaxInt32, "cap on open connections from one client IP; more are closed at once (max.connections.per.ip)")
+	fs.DurationVar(&cfg.ConnectionsMaxIdle, "connections-max-idle", 10*time.Minute, "close connections that send no request for this long (connections.max.idle.ms)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -52,8 +58,11 @@ func runServe(args []string) error {
 	if fs.NArg() > 0 {
 		return serveUsage("unexpected argument %q (serve takes only flags)", fs.Arg(0))
 	}
-	if cfg.FsyncInterval <= 0 || cfg.RetentionCheck <= 0 {
-		return serveUsage("--fsync-interval and --retention-check-interval must be positive")
+	if cfg.FsyncInterval <= 0 || cfg.RetentionCheck <= 0 || cfg.RequestReadTimeout <= 0 || cfg.ConnectionsMaxIdle <= 0 {
+		return serveUsage("--fsync-interval, --retention-check-interval, --request-read-timeout and --connections-max-idle must be positive")
+	}
+	if cfg.MaxConnections <= 0 || cfg.MaxConnectionsPerIP <= 0 {
+		return serveUsage("--max-connections and --max-connections-per-ip must be positive")
 	}
 	var err error
 	if cfg.Fsync, err = config.ParseFsync(*fsync); err != nil {
@@ -63,6 +72,10 @@ func runServe(args []string) error {
 		return serveUsage("--max-request-bytes must be between 1 and 1073741824")
 	}
 	cfg.MaxRequestBytes = int32(*maxReq)
+	if q := cfg.QueuedMaxRequestBytes; q != -1 && q < int64(*maxReq) {
+		// As Kafka's KafkaConfig requires: one request of the largest size must fit.
+		return serveUsage("--queued-max-request-bytes must be -1 (unbounded) or at least --max-request-bytes (%d)", *maxReq)
+	}
 	if *nodeID < 0 || *nodeID > 1<<31-1 {
 		return serveUsage("--node-id must be between 0 and 2147483647")
 	}
@@ -114,12 +127,9 @@ func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.
 	}
 	var panics = prometheus.NewCounter(prometheus.CounterOpts{Name: "kawa_handler_panics_total", Help: "Handler panics (each closed its connection)."})
 	reg.MustRegister(panics)
-	srv := server.New(server.Config{
-		MaxRequestBytes: cfg.MaxRequestBytes,
-		MaxInFlight:     cfg.MaxInFlight,
-		Logger:          lg,
-		OnPanic:         panics.Inc,
-	}, b)
+	scfg := server.ConfigFrom(cfg, lg)
+	scfg.OnPanic = panics.Inc
+	srv := server.New(scfg, b)
 
 	var msrv *http.Server
 	if metricsAddr != "" {

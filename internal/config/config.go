@@ -7,6 +7,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 )
@@ -55,9 +56,27 @@ type Broker struct {
 	RetentionCheck       time.Duration // log.retention.check.interval.ms
 	MaxInFlight          int           // requests read ahead per connection
 
+	// QueuedMaxRequestBytes caps the bytes of requests read but not yet
+	// answered, broker-wide (Kafka's queued.max.request.bytes). 0 = default
+	// (512 MiB); -1 = unbounded (Kafka's default). Must be -1 or at least
+	// MaxRequestBytes.
+	QueuedMaxRequestBytes int64
+	// RequestReadTimeout bounds how long one request frame may take to
+	// arrive once its size is read (default 30 s).
+	RequestReadTimeout  time.Duration
+	MaxConnections      int           // max.connections (default, as in Kafka, 2147483647)
+	MaxConnectionsPerIP int           // max.connections.per.ip (default, as in Kafka, 2147483647)
+	ConnectionsMaxIdle  time.Duration // connections.max.idle.ms (default 10 minutes)
+
 	TxnMaxTimeout             time.Duration // transaction.max.timeout.ms (default 15 min)
 	TransactionalIDExpiration time.Duration // transactional.id.expiration.ms (default 7 days)
 }
+
+// DefaultQueuedMaxRequestBytes is Kawa's default queued.max.request.bytes:
+// 512 MiB, five requests of the default maximum size. (Kafka's default is
+// unbounded, which lets clients that declare large requests and trickle
+// them grow the broker without limit.)
+const DefaultQueuedMaxRequestBytes = 512 << 20
 
 // WithDefaults returns b with unset fields set to Kawa's defaults (Kafka's
 // where Kafka has one).
@@ -91,6 +110,21 @@ func (b Broker) WithDefaults() Broker {
 	}
 	if b.MaxInFlight <= 0 {
 		b.MaxInFlight = 100
+	}
+	if b.QueuedMaxRequestBytes == 0 {
+		b.QueuedMaxRequestBytes = DefaultQueuedMaxRequestBytes
+	}
+	if b.RequestReadTimeout <= 0 {
+		b.RequestReadTimeout = 30 * time.Second
+	}
+	if b.MaxConnections <= 0 {
+		b.MaxConnections = math.MaxInt32
+	}
+	if b.MaxConnectionsPerIP <= 0 {
+		b.MaxConnectionsPerIP = math.MaxInt32
+	}
+	if b.ConnectionsMaxIdle <= 0 {
+		b.ConnectionsMaxIdle = 10 * time.Minute
 	}
 	if b.TxnMaxTimeout <= 0 {
 		b.TxnMaxTimeout = 15 * time.Minute

@@ -72,7 +72,7 @@ func Start(t testing.TB, cfg config.Broker) *Broker {
 		ln.Close()
 		t.Fatalf("kawatest: open broker: %v", err)
 	}
-	srv := server.New(server.Config{MaxRequestBytes: cfg.MaxRequestBytes, MaxInFlight: cfg.MaxInFlight, Logger: lg}, b)
+	srv := server.New(server.ConfigFrom(cfg, lg), b)
 	kb := &Broker{t: t, Addr: ln.Addr().String(), Dir: cfg.DataDir, Config: cfg, B: b, srv: srv, done: make(chan error, 1)}
 	go func() { kb.done <- srv.Serve(ln) }()
 	t.Cleanup(kb.Close)

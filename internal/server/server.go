@@ -11,6 +11,21 @@
 // (where blocking waits happen: fsync, long-poll fetch, group joins) and writes
 // its response. So a connection pipelines many requests, and its responses
 // leave in the order the requests arrived, as Kafka clients require.
+//
+// Resource limits (each one holds against a client that tries to exhaust it):
+//   - Memory: the bytes of requests read but not yet answered are reserved,
+//     as they arrive, from a broker-wide pool (Kafka's
+//     queued.max.request.bytes) and from a per-connection budget; a reader
+//     that cannot reserve waits (the connection is muted, as in Kafka) and a
+//     frame must arrive whole within RequestReadTimeout, so a peer that
+//     declares a large frame and trickles it holds memory for a bounded time.
+//   - Connections: max.connections.per.ip (over it, a new connection is
+//     closed at once) and max.connections (at it, accepting pauses until a
+//     connection ends), as in Kafka (KIP-402); an accept error such as
+//     EMFILE is retried with backoff, never fatal.
+//   - Idle connections (connections.max.idle.ms) are closed; TCP keepalive
+//     finds peers that vanished. Warnings about bad connections are
+//     rate-limited so a flood of them cannot flood the log.
 package server
 
 import (
@@ -25,10 +40,13 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sync/semaphore"
 
+	"github.com/kawa-broker/kawa/internal/config"
 	"github.com/kawa-broker/kawa/internal/wire"
 )
 
@@ -55,10 +73,29 @@ type Conn struct {
 	ID     uint64
 }
 
-// Config configures a Server.
+// Config configures a Server. Zero values take the defaults given.
 type Config struct {
-	MaxRequestBytes int32 // frames declaring more close the connection
-	MaxInFlight     int   // requests read ahead of their responses
+	MaxRequestBytes int32 // frames declaring more close the connection (default 100 MiB)
+	MaxInFlight     int   // requests read ahead of their responses (default 100)
+	// QueuedMaxRequestBytes caps the bytes of requests read but not yet
+	// answered over all connections (Kafka's queued.max.request.bytes);
+	// <= 0 is unbounded. Raised to MaxRequestBytes if below it, since one
+	// whole request must fit.
+	QueuedMaxRequestBytes int64
+	// MaxConnQueuedBytes caps the bytes of requests read but not yet answered
+	// on one connection; default (and minimum) MaxRequestBytes.
+	MaxConnQueuedBytes int64
+	// RequestReadTimeout bounds the time from a frame's size prefix to its
+	// last byte, waits for request memory included; a connection that takes
+	// longer is closed (default 30 s, Kafka clients' request.timeout.ms).
+	RequestReadTimeout time.Duration
+	// MaxConnections caps open connections (Kafka's max.connections): at the
+	// cap the server stops accepting until one closes. <= 0 is unbounded.
+	MaxConnections int
+	// MaxConnectionsPerIP caps open connections from one client IP (Kafka's
+	// max.connections.per.ip): a connection over it is closed at once.
+	// <= 0 is unbounded.
+	MaxConnectionsPerIP int
 	// MaxIdle closes a connection that sends no complete request for this
 	// long (Kafka's connections.max.idle.ms, default 10 minutes).
 	MaxIdle time.Duration
@@ -67,17 +104,39 @@ type Config struct {
 	OnPanic func()
 }
 
+// ConfigFrom returns the server settings of a broker config (after
+// config.Broker.WithDefaults), with logger lg.
+func ConfigFrom(b config.Broker, lg *slog.Logger) Config {
+	return Config{
+		MaxRequestBytes:       b.MaxRequestBytes,
+		MaxInFlight:           b.MaxInFlight,
+		QueuedMaxRequestBytes: b.QueuedMaxRequestBytes,
+		RequestReadTimeout:    b.RequestReadTimeout,
+		MaxConnections:        b.MaxConnections,
+		MaxConnectionsPerIP:   b.MaxConnectionsPerIP,
+		MaxIdle:               b.ConnectionsMaxIdle,
+		Logger:                lg,
+	}
+}
+
 // Server serves Kafka connections.
 type Server struct {
-	cfg     Config
-	h       Handler
-	log     *slog.Logger
+	cfg   Config
+	h     Handler
+	log   *slog.Logger
+	warn  warnLimiter
+	pool  *semaphore.Weighted // QueuedMaxRequestBytes; nil when unbounded
+	slots chan struct{}       // MaxConnections tokens; nil when unbounded
+	done  chan struct{}       // closed by Shutdown
+
 	mu      sync.Mutex
 	ln      net.Listener
 	conns   map[*conn]struct{}
+	perIP   map[string]int
 	closing bool
 	wg      sync.WaitGroup
 	nextID  atomic.Uint64
+	queued  atomic.Int64 // bytes reserved by requests read and not yet answered
 }
 
 // New returns a server handing requests to h.
@@ -94,8 +153,24 @@ func New(cfg Config, h Handler) *Server {
 	if cfg.MaxIdle <= 0 {
 		cfg.MaxIdle = 10 * time.Minute
 	}
-	return &Server{cfg: cfg, h: h, log: cfg.Logger, conns: map[*conn]struct{}{}}
+	if cfg.RequestReadTimeout <= 0 {
+		cfg.RequestReadTimeout = 30 * time.Second
+	}
+	cfg.MaxConnQueuedBytes = max(cfg.MaxConnQueuedBytes, int64(cfg.MaxRequestBytes))
+	s := &Server{cfg: cfg, h: h, log: cfg.Logger, conns: map[*conn]struct{}{}, perIP: map[string]int{}, done: make(chan struct{})}
+	s.warn.init(cfg.Logger)
+	if cfg.QueuedMaxRequestBytes > 0 {
+		s.pool = semaphore.NewWeighted(max(cfg.QueuedMaxRequestBytes, int64(cfg.MaxRequestBytes)))
+	}
+	if cfg.MaxConnections > 0 {
+		s.slots = make(chan struct{}, cfg.MaxConnections)
+	}
+	return s
 }
+
+// QueuedBytes returns the bytes of requests read and not yet answered, over
+// all connections (what QueuedMaxRequestBytes caps).
+func (s *Server) QueuedBytes() int64 { return s.queued.Load() }
 
 // Serve accepts connections on ln until Shutdown. It returns nil after
 // Shutdown, or the accept error.
@@ -107,45 +182,115 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.ln = ln
 	s.mu.Unlock()
+	var backoff time.Duration
 	for {
+		if s.slots != nil {
+			// max.connections: wait for a free slot before accepting, so new
+			// connections wait in the listen backlog (Kafka's acceptor).
+			select {
+			case s.slots <- struct{}{}:
+			case <-s.done:
+				return nil
+			}
+		}
 		nc, err := ln.Accept()
 		if err != nil {
+			s.releaseSlot()
 			s.mu.Lock()
 			closing := s.closing
 			s.mu.Unlock()
 			if closing {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(5 * time.Millisecond)
-				continue
+			if !retryableAccept(err) {
+				return fmt.Errorf("server: accept: %w", err)
 			}
-			return fmt.Errorf("server: accept: %w", err)
+			// Out of descriptors (EMFILE) and the like: the broker keeps
+			// serving the connections it has and retries, as net/http does.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.warn.log("accept failed; retrying", "err", err, "retry_in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-s.done:
+				return nil
+			}
+			continue
 		}
-		if tc, ok := nc.(*net.TCPConn); ok {
-			_ = tc.SetNoDelay(true)
-		}
-		c := &conn{
-			s:     s,
-			nc:    nc,
-			info:  &Conn{Remote: nc.RemoteAddr(), ID: s.nextID.Add(1)},
-			queue: make(chan pending, s.cfg.MaxInFlight),
-		}
-		c.ctx, c.cancel = context.WithCancel(wire.WithClientAddr(context.Background(), nc.RemoteAddr().String()))
-		s.mu.Lock()
-		if s.closing {
-			s.mu.Unlock()
-			c.cancel()
-			nc.Close()
-			return nil
-		}
-		s.conns[c] = struct{}{}
-		s.wg.Add(2)
-		s.mu.Unlock()
-		go c.readLoop()
-		go c.writeLoop()
+		backoff = 0
+		s.admit(nc)
 	}
+}
+
+// retryableAccept reports whether an Accept error is a passing condition
+// (descriptor or buffer exhaustion, an aborted handshake, a timeout) rather
+// than a closed listener.
+func retryableAccept(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.ECONNRESET} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) releaseSlot() {
+	if s.slots != nil {
+		<-s.slots
+	}
+}
+
+// admit starts the goroutines of an accepted connection, or closes it when
+// its IP is at max.connections.per.ip or the server is shutting down.
+func (s *Server) admit(nc net.Conn) {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	ip := remoteIP(nc.RemoteAddr())
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		s.releaseSlot()
+		nc.Close()
+		return
+	}
+	if s.cfg.MaxConnectionsPerIP > 0 && s.perIP[ip] >= s.cfg.MaxConnectionsPerIP {
+		s.mu.Unlock()
+		s.releaseSlot()
+		nc.Close()
+		s.warn.log("closing connection: too many connections from this IP (max.connections.per.ip)", "remote", nc.RemoteAddr(), "max", s.cfg.MaxConnectionsPerIP)
+		return
+	}
+	c := &conn{
+		s:      s,
+		nc:     nc,
+		ip:     ip,
+		info:   &Conn{Remote: nc.RemoteAddr(), ID: s.nextID.Add(1)},
+		queue:  make(chan pending, s.cfg.MaxInFlight),
+		budget: semaphore.NewWeighted(s.cfg.MaxConnQueuedBytes),
+	}
+	c.ctx, c.cancel = context.WithCancel(wire.WithClientAddr(context.Background(), nc.RemoteAddr().String()))
+	c.readCtx, c.readCancel = context.WithCancel(context.Background())
+	s.conns[c] = struct{}{}
+	s.perIP[ip]++
+	s.wg.Add(2)
+	s.mu.Unlock()
+	go c.readLoop()
+	go c.writeLoop()
+}
+
+func remoteIP(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
 }
 
 // Shutdown stops accepting, stops reading new requests, lets every request
@@ -154,6 +299,9 @@ func (s *Server) Serve(ln net.Listener) error {
 // closed forcibly).
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
+	if !s.closing {
+		close(s.done)
+	}
 	s.closing = true
 	if s.ln != nil {
 		s.ln.Close()
@@ -179,19 +327,25 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 type pending struct {
-	h     wire.Header
-	reply Reply
+	h        wire.Header
+	reply    Reply
+	reserved int64 // request memory to release once answered
 }
 
 type conn struct {
 	s     *Server
 	nc    net.Conn
+	ip    string
 	info  *Conn
 	queue chan pending // reader -> writer, in request order
 	// ctx is handed to handlers; cancelled when the writer exits, so replies
 	// already read still complete during a graceful shutdown.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// readCtx ends waits for request memory; cancelled by stopReading.
+	readCtx    context.Context
+	readCancel context.CancelFunc
+	budget     *semaphore.Weighted // MaxConnQueuedBytes of this connection
 
 	stopOnce sync.Once
 	stopped  atomic.Bool
@@ -200,6 +354,7 @@ type conn struct {
 func (c *conn) stopReading() {
 	c.stopOnce.Do(func() {
 		c.stopped.Store(true)
+		c.readCancel()
 		_ = c.nc.SetReadDeadline(time.Now())
 	})
 }
@@ -207,7 +362,84 @@ func (c *conn) stopReading() {
 func (c *conn) remove() {
 	c.s.mu.Lock()
 	delete(c.s.conns, c)
+	if c.s.perIP[c.ip]--; c.s.perIP[c.ip] <= 0 {
+		delete(c.s.perIP, c.ip)
+	}
 	c.s.mu.Unlock()
+	c.s.releaseSlot()
+}
+
+// reserve takes n bytes of request memory from the connection's budget and
+// the broker-wide pool, waiting until ctx ends.
+func (c *conn) reserve(ctx context.Context, n int64) error {
+	if err := c.budget.Acquire(ctx, n); err != nil {
+		return err
+	}
+	if c.s.pool != nil {
+		if err := c.s.pool.Acquire(ctx, n); err != nil {
+			c.budget.Release(n)
+			return err
+		}
+	}
+	c.s.queued.Add(n)
+	return nil
+}
+
+// release returns request memory taken by reserve.
+func (c *conn) release(n int64) {
+	if n == 0 {
+		return
+	}
+	c.s.queued.Add(-n)
+	if c.s.pool != nil {
+		c.s.pool.Release(n)
+	}
+	c.budget.Release(n)
+}
+
+// errReadTimeout is a frame that did not arrive whole within
+// RequestReadTimeout (waits for request memory included).
+var errReadTimeout = errors.New("request not received within the request read timeout")
+
+// readFrame reads one frame, reserving its memory as it arrives. It returns
+// the frame and the bytes reserved for it (released by the caller once the
+// request is answered); on error nothing stays reserved.
+// idleDeadline, already set on the socket, still bounds the whole frame.
+func (c *conn) readFrame(r *bufio.Reader, idleDeadline time.Time) ([]byte, int64, error) {
+	n, err := wire.ReadFrameSize(r, c.s.cfg.MaxRequestBytes)
+	if err != nil {
+		return nil, 0, err
+	}
+	deadline := time.Now().Add(c.s.cfg.RequestReadTimeout)
+	if idleDeadline.Before(deadline) {
+		deadline = idleDeadline
+	} else {
+		_ = c.nc.SetReadDeadline(deadline)
+		if c.stopped.Load() {
+			return nil, 0, net.ErrClosed
+		}
+	}
+	ctx, cancel := context.WithDeadline(c.readCtx, deadline)
+	defer cancel()
+	var reserved int64
+	frame, err := wire.ReadFrameBody(r, n, func(grow int) error {
+		if err := c.reserve(ctx, int64(grow)); err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				return errReadTimeout
+			}
+			return err
+		}
+		reserved += int64(grow)
+		return nil
+	})
+	if err != nil {
+		c.release(reserved)
+		if errors.Is(err, os.ErrDeadlineExceeded) && !c.stopped.Load() {
+			err = errReadTimeout
+		}
+		return nil, 0, err
+	}
+	return frame, reserved, nil
 }
 
 // readLoop owns reads. It ends on EOF, a bad frame, or shutdown, and then
@@ -224,11 +456,12 @@ func (c *conn) readLoop() {
 	for {
 		// Idle limit for the next request; checked against stopped after
 		// setting it so a concurrent shutdown's deadline is never overwritten.
-		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.MaxIdle))
+		idle := time.Now().Add(c.s.cfg.MaxIdle)
+		_ = c.nc.SetReadDeadline(idle)
 		if c.stopped.Load() {
 			return
 		}
-		frame, err := wire.ReadFrame(r, c.s.cfg.MaxRequestBytes)
+		frame, reserved, err := c.readFrame(r, idle)
 		if err != nil {
 			c.logReadEnd(err)
 			return
@@ -241,15 +474,17 @@ func (c *conn) readLoop() {
 			h.Version = 0 // answered with ApiVersions v0, as the protocol guide says
 			reply = func() (kmsg.Response, error) { return resp, nil }
 		case err != nil:
-			c.s.log.Warn("closing connection: bad request", "remote", c.info.Remote, "key", h.Key, "version", h.Version, "err", err)
+			c.release(reserved)
+			c.s.warn.log("closing connection: bad request", "remote", c.info.Remote, "key", h.Key, "version", h.Version, "err", err)
 			return
 		default:
 			reply = c.handle(ctx, h, req)
 			if reply == nil {
+				c.release(reserved)
 				return
 			}
 		}
-		c.queue <- pending{h: h, reply: reply}
+		c.queue <- pending{h: h, reply: reply, reserved: reserved}
 	}
 }
 
@@ -258,8 +493,10 @@ func (c *conn) logReadEnd(err error) {
 	case errors.Is(err, io.EOF), c.stopped.Load():
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		c.s.log.Debug("closing idle connection", "remote", c.info.Remote, "idle", c.s.cfg.MaxIdle)
+	case errors.Is(err, errReadTimeout):
+		c.s.warn.log("closing connection: request not received in time", "remote", c.info.Remote, "timeout", c.s.cfg.RequestReadTimeout)
 	case errors.Is(err, wire.ErrFrameTooLarge):
-		c.s.log.Warn("closing connection: request larger than max-request-bytes", "remote", c.info.Remote, "max", c.s.cfg.MaxRequestBytes, "err", err)
+		c.s.warn.log("closing connection: request larger than max-request-bytes", "remote", c.info.Remote, "max", c.s.cfg.MaxRequestBytes, "err", err)
 	default:
 		c.s.log.Debug("connection read ended", "remote", c.info.Remote, "err", err)
 	}
@@ -299,11 +536,13 @@ func (c *conn) writeLoop() {
 	broken := false
 	for p := range c.queue {
 		if broken {
+			c.release(p.reserved)
 			continue // drain so the reader never blocks
 		}
 		resp, err := c.complete(p)
+		c.release(p.reserved)
 		if err != nil {
-			c.s.log.Warn("closing connection", "remote", c.info.Remote, "key", p.h.Key, "err", err)
+			c.s.warn.log("closing connection", "remote", c.info.Remote, "key", p.h.Key, "err", err)
 			broken = true
 			c.stopReading()
 			continue

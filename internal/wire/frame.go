@@ -31,19 +31,48 @@ const growChunk = 1 << 20
 // ReadFrame returns io.EOF only when r ends cleanly before a frame starts,
 // io.ErrUnexpectedEOF when it ends inside one, and other errors from r as is.
 func ReadFrame(r io.Reader, max int32) ([]byte, error) {
+	n, err := ReadFrameSize(r, max)
+	if err != nil {
+		return nil, err
+	}
+	return ReadFrameBody(r, n, nil)
+}
+
+// ReadFrameSize reads a frame's 4-byte big-endian size prefix and checks it:
+// a negative size or one above max returns an error wrapping
+// ErrFrameTooLarge. It returns io.EOF when r ends before the first byte and
+// io.ErrUnexpectedEOF inside the prefix.
+func ReadFrameSize(r io.Reader, max int32) (int, error) {
 	var sizeBuf [4]byte
 	if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
-		return nil, err // io.EOF before any byte, io.ErrUnexpectedEOF after some
+		return 0, err // io.EOF before any byte, io.ErrUnexpectedEOF after some
 	}
 	size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
 	if size < 0 || size > max {
-		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, size, max)
+		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, size, max)
 	}
-	n := int(size)
-	buf := make([]byte, 0, min(n, growChunk))
-	for len(buf) < n {
+	return int(size), nil
+}
+
+// ReadFrameBody reads the n bytes of a frame whose size prefix was read by
+// ReadFrameSize. The buffer grows with the data received (growChunk, then
+// doubling), and before each growth reserve, if non-nil, is called with the
+// bytes the buffer is about to grow by; an error from it is returned as is
+// and nothing more is read. The growths sum to n for a whole frame, so a
+// caller that reserves memory from a pool holds exactly the frame's size
+// once it is read, and only what arrived (plus one growth) while it trickles.
+// A body that ends early is io.ErrUnexpectedEOF.
+func ReadFrameBody(r io.Reader, n int, reserve func(grow int) error) ([]byte, error) {
+	var buf []byte
+	for len(buf) < n || buf == nil {
 		if len(buf) == cap(buf) {
-			grown := make([]byte, len(buf), min(n, 2*cap(buf)))
+			newCap := min(n, max(growChunk, 2*cap(buf)))
+			if reserve != nil {
+				if err := reserve(newCap - cap(buf)); err != nil {
+					return nil, err
+				}
+			}
+			grown := make([]byte, len(buf), newCap)
 			copy(grown, buf)
 			buf = grown
 		}

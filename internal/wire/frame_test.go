@@ -108,3 +108,25 @@ func TestReadFrameNoAllocationForDeclaredSize(t *testing.T) {
 		t.Fatalf("allocated %d bytes for a 1 KiB partial frame", grew)
 	}
 }
+
+// TestReadFrameBodyReserves: the growths passed to reserve sum to the frame
+// size for a whole frame and stay within one growth of the bytes received
+// for a partial one; a reserve error stops the read.
+func TestReadFrameBodyReserves(t *testing.T) {
+	for _, n := range []int{0, 1, growChunk, growChunk + 1, 5*growChunk + 3} {
+		var sum int
+		got, err := ReadFrameBody(bytes.NewReader(make([]byte, n)), n, func(g int) error { sum += g; return nil })
+		if err != nil || len(got) != n || sum != n {
+			t.Fatalf("n=%d: len %d, err %v, reserved %d", n, len(got), err, sum)
+		}
+	}
+	var sum int
+	_, err := ReadFrameBody(bytes.NewReader(make([]byte, 3*growChunk)), 1<<30, func(g int) error { sum += g; return nil })
+	if err != io.ErrUnexpectedEOF || sum > 2*3*growChunk {
+		t.Fatalf("partial frame: err %v, reserved %d for %d bytes received", err, sum, 3*growChunk)
+	}
+	stop := errors.New("no memory")
+	if _, err := ReadFrameBody(bytes.NewReader(make([]byte, 10)), 10, func(int) error { return stop }); err != stop {
+		t.Fatalf("reserve error: got %v", err)
+	}
+}
