@@ -12,7 +12,9 @@ import (
 // Behaviour: deletes by name, or by topic ID from v6 (KIP-516). Unknown
 // topics get UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by ID). Internal
 // topics cannot be deleted. Deletion removes the catalog entry durably, then
-// the partition directories.
+// the partition directories, then every group's committed and staged offsets
+// of the topic (Kafka's onPartitionsDeleted), so a topic created again under
+// the name starts without committed offsets.
 func (b *Broker) handleDeleteTopics(ctx context.Context, req kmsg.Request) reply {
 	r := req.(*kmsg.DeleteTopicsRequest)
 	resp := r.ResponseKind().(*kmsg.DeleteTopicsResponse)
@@ -42,14 +44,14 @@ func (b *Broker) handleDeleteTopics(ctx context.Context, req kmsg.Request) reply
 			} else {
 				name := t.Name
 				st.Topic = &name
-				err = b.deleteTopic(name)
+				err = b.deleteTopic(ctx, name)
 			}
 		} else {
 			st.Topic = tg.name
 			if t, ok := b.catalog.Get(*tg.name); ok {
 				st.TopicID = t.ID
 			}
-			err = b.deleteTopic(*tg.name)
+			err = b.deleteTopic(ctx, *tg.name)
 		}
 		st.ErrorCode = errCode(err)
 		if r.Version >= 5 && err != nil {

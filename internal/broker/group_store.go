@@ -119,6 +119,13 @@ func (b *Broker) openGroups() error {
 	if err := b.groups.Load(recs); err != nil {
 		return fmt.Errorf("broker: load groups: %w", err)
 	}
+	// Offsets of topics the catalog no longer has are left over from a
+	// DeleteTopics cut short by a crash; Kafka would have deleted them.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := b.groups.DeleteTopicOffsets(ctx, func(topic string) bool { _, ok := b.catalog.Get(topic); return !ok }); err != nil {
+		return fmt.Errorf("broker: delete offsets of deleted topics: %w", err)
+	}
 	b.lg.Info("group coordinator loaded", "records", len(recs))
 	return nil
 }

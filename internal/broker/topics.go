@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -108,8 +109,11 @@ func (b *Broker) ensureTopic(name string, partitions int32) (meta.Topic, error) 
 	return t, err
 }
 
-// deleteTopic closes and removes a topic's partitions and catalog entry.
-func (b *Broker) deleteTopic(name string) error {
+// deleteTopic closes and removes a topic's partitions and catalog entry, then
+// the groups' offsets for it. A failure of that last step is logged, not
+// returned: the topic is gone, and the next start removes what is left
+// (openGroups).
+func (b *Broker) deleteTopic(ctx context.Context, name string) error {
 	t, ok := b.catalog.Get(name)
 	if !ok {
 		return kerr.UnknownTopicOrPartition
@@ -131,6 +135,9 @@ func (b *Broker) deleteTopic(name string) error {
 		if err := p.Delete(); err != nil {
 			b.lg.Warn("removing partition files failed", "topic", name, "partition", p.Index, "err", err)
 		}
+	}
+	if err := b.groups.DeleteTopicOffsets(ctx, func(topic string) bool { return topic == name }); err != nil {
+		b.lg.Warn("deleting committed offsets of a deleted topic failed; the next start retries", "topic", name, "err", err)
 	}
 	b.lg.Info("topic deleted", "topic", name)
 	return nil

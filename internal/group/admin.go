@@ -179,7 +179,7 @@ func (c *Coordinator) removeGroupLocked(g *group) *write {
 	}
 	slices.SortFunc(recs, func(a, b Record) int { return strings.Compare(string(a.Key), string(b.Key)) })
 	g.transition(stateDead, c.now())
-	return c.enqueueLocked(g, recs, func() {
+	return c.enqueueLocked(g, recs, func(int64) {
 		if c.groups[g.name] == g {
 			delete(c.groups, g.name)
 		}
@@ -251,9 +251,89 @@ func (c *Coordinator) offsetDeleteLocked(r *kmsg.OffsetDeleteRequest, resp *kmsg
 	if len(recs) == 0 {
 		return 0, nil
 	}
-	return 0, c.enqueueLocked(g, recs, func() {
+	return 0, c.enqueueLocked(g, recs, func(int64) {
 		for _, tp := range deleted {
 			delete(g.offsets, tp)
+		}
+	}, nil)
+}
+
+// DeleteTopicOffsets removes, from every group, the committed and staged offsets of the topics for
+// which gone reports true: Kafka's GroupCoordinator.onPartitionsDeleted, so a topic deleted and created
+// again starts with no committed offsets (OffsetFetch answers -1). The broker calls it after deleting a
+// topic, and at start for topics the catalog no longer has (a crash between the two steps). It returns
+// once the tombstones are durable. Errors: ctx's, the Store's, ErrLoading, ErrClosed.
+func (c *Coordinator) DeleteTopicOffsets(ctx context.Context, gone func(topic string) bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.closed:
+		return ErrClosed
+	case c.loading:
+		return ErrLoading
+	}
+	var last *write
+	for _, g := range c.groups {
+		if g.state == stateDead { // its tombstones are queued already
+			continue
+		}
+		if w := c.deleteTopicOffsetsLocked(g, gone); w != nil {
+			last = w
+		}
+	}
+	if last == nil {
+		return nil
+	}
+	c.mu.Unlock()
+	err := last.wait(ctx) // writes finish in queue order, so the last one done means all are
+	c.mu.Lock()
+	return err
+}
+
+// deleteTopicOffsetsLocked queues tombstones for g's offsets of gone topics, including commits still
+// queued (they are stored before the tombstones).
+func (c *Coordinator) deleteTopicOffsetsLocked(g *group, gone func(string) bool) *write {
+	var offsets []topicPartition
+	seen := make(map[topicPartition]bool)
+	for tp := range g.offsets {
+		if gone(tp.topic) {
+			offsets, seen[tp] = append(offsets, tp), true
+		}
+	}
+	for k := range g.inflight {
+		if dk, err := decodeKey([]byte(k)); err == nil && dk.kind == kindOffset && gone(dk.tp.topic) && !seen[dk.tp] {
+			offsets, seen[dk.tp] = append(offsets, dk.tp), true
+		}
+	}
+	type stagedTP struct {
+		pid int64
+		tp  topicPartition
+	}
+	var stagedTPs []stagedTP
+	for pid, st := range g.txn {
+		for tp := range st.offsets {
+			if gone(tp.topic) {
+				stagedTPs = append(stagedTPs, stagedTP{pid, tp})
+			}
+		}
+	}
+	if len(offsets) == 0 && len(stagedTPs) == 0 {
+		return nil
+	}
+	recs := make([]Record, 0, len(offsets)+len(stagedTPs))
+	for _, tp := range offsets {
+		recs = append(recs, Record{Key: offsetKey(g.name, tp)})
+	}
+	for _, s := range stagedTPs {
+		recs = append(recs, Record{Key: stagedKey(g.name, s.pid, s.tp)})
+	}
+	c.cfg.Logger.Info("group: deleting offsets of deleted topics", "group", g.name, "partitions", len(offsets), "staged", len(stagedTPs))
+	return c.enqueueLocked(g, recs, func(int64) {
+		for _, tp := range offsets {
+			delete(g.offsets, tp)
+		}
+		for _, s := range stagedTPs {
+			g.unstage(s.pid, s.tp)
 		}
 	}, nil)
 }

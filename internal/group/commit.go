@@ -164,9 +164,11 @@ func (c *Coordinator) writeOffsetsLocked(g *group, parts []*commitPart) *write {
 	if len(recs) == 0 {
 		return nil
 	}
-	return c.enqueueLocked(g, recs, func() {
-		for _, p := range accepted {
-			g.offsets[p.tp] = p.o
+	return c.enqueueLocked(g, recs, func(pos int64) {
+		for i, p := range accepted {
+			o := p.o
+			o.pos = pos + int64(i)
+			g.offsets[p.tp] = o
 		}
 	}, nil)
 }

@@ -94,6 +94,9 @@ type Coordinator struct {
 	loading bool // Load is replaying; requests get COORDINATOR_LOAD_IN_PROGRESS
 	closed  bool // Close was called; requests get COORDINATOR_NOT_AVAILABLE
 	queue   []*write
+	// nextPos is the log position (index in __consumer_offsets, counted as Load counts) the next stored
+	// record takes. Positions order offsets the way Kafka's record offsets do (see offset.pos).
+	nextPos int64
 	wake    *sync.Cond // signals the writer that queue grew or closed changed
 	sweep   *time.Timer
 

@@ -47,7 +47,11 @@
 // waiting: members are not restored after a restart; they rejoin, as Kafka allows.
 //
 // Transactional offsets are staged durably and reach the committed offsets only through CompleteTxn,
-// in whatever state the group is (BL-15). A require_stable OffsetFetch answers UNSTABLE_OFFSET_COMMIT
+// in whatever state the group is (BL-15), which stores a marker record; a staged offset then replaces
+// the committed one only if its record is later in the log than the committed one's (Kafka's rule: a
+// plain OffsetCommit written after the TxnOffsetCommit wins). Load replays records in order, applying
+// markers by the same rule, so a restart gives the same answer. DeleteTopicOffsets removes the offsets
+// of deleted topics. A require_stable OffsetFetch answers UNSTABLE_OFFSET_COMMIT
 // for a staged partition until then (BL-17).
 //
 // Record bytes are this package's own, versioned; see records.go. Deliberate gaps: skipped.md.

@@ -94,7 +94,7 @@ func (c *Coordinator) expireLocked(g *group, tps []topicPartition) {
 		recs = append(recs, Record{Key: offsetKey(g.name, tp)})
 	}
 	c.cfg.Logger.Info("group: expiring offsets", "group", g.name, "partitions", len(tps))
-	c.enqueueLocked(g, recs, func() {
+	c.enqueueLocked(g, recs, func(int64) {
 		for _, tp := range tps {
 			delete(g.offsets, tp)
 		}

@@ -51,6 +51,11 @@ type offset struct {
 	metadata    string
 	commitTime  time.Time
 	expireTime  time.Time // zero unless an OffsetCommit v2-v4 set a retention time
+	// pos is the log position of the record that wrote this offset; for a committed transactional
+	// offset, that of its staged record. A transaction's commit replaces a partition's offset only if
+	// its staged record is later than the current offset's (Kafka's GroupMetadata
+	// completePendingTxnOffsetCommit, "olderThan"), so a plain commit written after the staging wins.
+	pos int64
 }
 
 // staged holds one producer's transactional offsets until its marker (KIP-98).

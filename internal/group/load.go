@@ -6,8 +6,10 @@ import (
 	"time"
 )
 
-// Load replays the __consumer_offsets log, oldest record first, and replaces the coordinator's groups
-// with what it describes: the last value per key wins and a tombstone deletes its key. Groups come
+// Load replays the __consumer_offsets log, oldest record first and each in turn, and replaces the
+// coordinator's groups with what it describes: a later value for a key replaces the earlier one, a
+// tombstone deletes its key, and a transaction marker completes the producer's staged offsets by the
+// same rule as CompleteTxn. recs must be the whole log from its first record (positions count from it). Groups come
 // back Empty with their protocol type, generation, committed offsets and staged transactional offsets
 // (whose markers the transaction coordinator re-sends); members rejoin. Requests that arrive while
 // Load runs get COORDINATOR_LOAD_IN_PROGRESS. Records that do not decode are skipped and reported in
@@ -25,6 +27,7 @@ func (c *Coordinator) Load(recs []Record) error {
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.nextPos = int64(len(recs))
 	for _, g := range c.groups {
 		c.unloadGroupLocked(g)
 	}
@@ -34,18 +37,10 @@ func (c *Coordinator) Load(recs []Record) error {
 	return err
 }
 
-// replay builds groups from the log. Only the surviving value of each key matters, so it first keeps
-// the last value per key, then decodes those.
+// replay builds groups from the log by applying every record in log order, as the live coordinator
+// applied them: record i sits at log position i, which orders committed and staged offsets for
+// transaction markers (offset.pos). Groups left holding nothing are dropped.
 func replay(recs []Record, now time.Time) (map[string]*group, error) {
-	latest := make(map[string][]byte, len(recs))
-	var order []string // first-seen order, for a deterministic build
-	for _, r := range recs {
-		k := string(r.Key)
-		if _, seen := latest[k]; !seen {
-			order = append(order, k)
-		}
-		latest[k] = r.Value
-	}
 	groups := make(map[string]*group)
 	get := func(name string) *group {
 		if g := groups[name]; g != nil {
@@ -56,16 +51,16 @@ func replay(recs []Record, now time.Time) (map[string]*group, error) {
 		return g
 	}
 	var errs []error
-	for _, k := range order {
-		v := latest[k]
-		if v == nil {
-			continue
-		}
-		if err := replayOne([]byte(k), v, get, now); err != nil {
+	for i, r := range recs {
+		if err := replayOne(r.Key, r.Value, int64(i), get, now); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	for _, g := range groups {
+	for name, g := range groups {
+		if !g.persisted && len(g.offsets) == 0 && len(g.txn) == 0 {
+			delete(groups, name)
+			continue
+		}
 		g.subscribed = g.computeSubscribed()
 	}
 	if len(errs) > 0 {
@@ -74,10 +69,24 @@ func replay(recs []Record, now time.Time) (map[string]*group, error) {
 	return groups, nil
 }
 
-func replayOne(key, value []byte, get func(string) *group, now time.Time) error {
+// replayOne applies the record at log position pos; a nil value is a tombstone for its key.
+func replayOne(key, value []byte, pos int64, get func(string) *group, now time.Time) error {
 	k, err := decodeKey(key)
 	if err != nil {
 		return err
+	}
+	g := get(k.group)
+	if value == nil {
+		switch k.kind {
+		case kindOffset:
+			delete(g.offsets, k.tp)
+		case kindStaged:
+			g.unstage(k.producerID, k.tp)
+		case kindGroup:
+			g.persisted = false
+			g.protocolType, g.generation, g.stateSince = "", 0, now
+		}
+		return nil
 	}
 	switch k.kind {
 	case kindOffset:
@@ -85,26 +94,26 @@ func replayOne(key, value []byte, get func(string) *group, now time.Time) error 
 		if err != nil {
 			return err
 		}
-		get(k.group).offsets[k.tp] = o
+		o.pos = pos
+		g.offsets[k.tp] = o
 	case kindStaged:
 		epoch, o, err := decodeStagedValue(value)
 		if err != nil {
 			return err
 		}
-		g := get(k.group)
-		st := g.txn[k.producerID]
-		if st == nil {
-			st = &staged{offsets: make(map[topicPartition]offset)}
-			g.txn[k.producerID] = st
+		o.pos = pos
+		g.stage(k.producerID, epoch, k.tp, o)
+	case kindMarker:
+		commit, err := decodeMarkerValue(value)
+		if err != nil {
+			return err
 		}
-		st.epoch = max(st.epoch, epoch)
-		st.offsets[k.tp] = o
+		g.completeTxn(k.producerID, commit)
 	case kindGroup:
 		v, err := decodeGroupValue(value)
 		if err != nil {
 			return err
 		}
-		g := get(k.group)
 		g.persisted = true
 		g.protocolType, g.generation = v.protocolType, v.generation
 		g.stateSince = v.stateSince

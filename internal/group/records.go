@@ -15,10 +15,12 @@ import (
 //	        kind offset:  group, topic, partition int32
 //	        kind group:   group
 //	        kind staged:  group, producer ID int64, topic, partition int32
+//	        kind marker:  group, producer ID int64
 //	value = int16 value version (1) | fields
 //	        offset: offset int64, leader epoch int32, metadata, commit ms int64, expire ms int64 (-1 none)
 //	        group:  protocol type, generation int32, state-since ms int64, member count int32
 //	        staged: producer epoch int16, then the offset fields
+//	        marker: int8 1 commit / 0 abort (Kafka's transaction marker for the producer's staged offsets)
 //
 // Strings are a uint16 length and bytes (Kafka strings are int16-sized on the wire, so they fit).
 // Integers are big-endian. Readers accept the current version and the one before it; version 1 is
@@ -30,6 +32,7 @@ const (
 	kindOffset byte = 1
 	kindGroup  byte = 2
 	kindStaged byte = 3
+	kindMarker byte = 4
 )
 
 // ErrCorrupt marks a record this package cannot decode.
@@ -59,6 +62,31 @@ func stagedKey(group string, producerID int64, tp topicPartition) []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(producerID))
 	b = appendString(b, tp.topic)
 	return binary.BigEndian.AppendUint32(b, uint32(tp.partition))
+}
+
+func markerKey(group string, producerID int64) []byte {
+	b := appendString(keyHeader(kindMarker), group)
+	return binary.BigEndian.AppendUint64(b, uint64(producerID))
+}
+
+func encodeMarkerValue(commit bool) []byte {
+	b := binary.BigEndian.AppendUint16(nil, valueVersion)
+	if commit {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+func decodeMarkerValue(b []byte) (commit bool, err error) {
+	r, err := valueReader(b)
+	if err != nil {
+		return false, err
+	}
+	v := r.take(1)[0]
+	if !r.done() || v > 1 {
+		return false, fmt.Errorf("%w: marker value", ErrCorrupt)
+	}
+	return v == 1, nil
 }
 
 func appendOffsetFields(b []byte, o offset) []byte {
@@ -144,6 +172,8 @@ func decodeKey(b []byte) (decodedKey, error) {
 	case kindStaged:
 		k.producerID = int64(r.u64())
 		k.tp.topic, k.tp.partition = r.str(), int32(r.u32())
+	case kindMarker:
+		k.producerID = int64(r.u64())
 	default:
 		return decodedKey{}, fmt.Errorf("%w: key kind %d", ErrCorrupt, k.kind)
 	}

@@ -1,10 +1,8 @@
 package group
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -121,16 +119,12 @@ func (c *Coordinator) stageLocked(g *group, pid int64, epoch int16, parts []*com
 			delete(g.txnWrites, pid)
 		}
 	}
-	return c.enqueueLocked(g, recs, func() {
+	return c.enqueueLocked(g, recs, func(pos int64) {
 		done()
-		st := g.txn[pid]
-		if st == nil {
-			st = &staged{offsets: make(map[topicPartition]offset)}
-			g.txn[pid] = st
-		}
-		st.epoch = max(st.epoch, epoch)
-		for _, p := range accepted {
-			st.offsets[p.tp] = p.o
+		for i, p := range accepted {
+			o := p.o
+			o.pos = pos + int64(i)
+			g.stage(pid, epoch, p.tp, o)
 		}
 	}, done)
 }
@@ -138,8 +132,9 @@ func (c *Coordinator) stageLocked(g *group, pid int64, epoch int16, parts []*com
 // ErrLoading is CompleteTxn's answer while Load runs; the transaction coordinator retries markers.
 var ErrLoading = errors.New("group: coordinator loading __consumer_offsets")
 
-// CompleteTxn applies a transaction marker to group's offsets staged by producerID: commit makes them
-// the committed offsets, abort drops them so the previous committed offsets stay. It applies in any
+// CompleteTxn applies a transaction marker to group's offsets staged by producerID: commit makes each
+// the committed offset unless a plain OffsetCommit of that partition was stored after it was staged
+// (that later commit stays, as in Kafka), abort drops them so the committed offsets stay. It applies in any
 // group state, including mid-rebalance (BL-15), returns once the change is durable, and is idempotent:
 // a marker for a producer with nothing staged is a no-op, so the transaction coordinator may resend it.
 // Errors: ctx's, the Store's (the staged offsets then stay, and the caller retries), ErrLoading while
@@ -185,28 +180,46 @@ func (c *Coordinator) completeTxnLocked(g *group, pid int64, commit bool) *write
 	if st == nil || g.state == stateDead { // a Dead group's staged offsets are being tombstoned already
 		return nil
 	}
-	tps := make([]topicPartition, 0, len(st.offsets))
-	for tp := range st.offsets {
-		tps = append(tps, tp)
+	rec := Record{Key: markerKey(g.name, pid), Value: encodeMarkerValue(commit)}
+	return c.enqueueLocked(g, []Record{rec}, func(int64) { g.completeTxn(pid, commit) }, nil)
+}
+
+// stage records a transactional offset of producer pid, as a stored staged record does.
+func (g *group) stage(pid int64, epoch int16, tp topicPartition, o offset) {
+	st := g.txn[pid]
+	if st == nil {
+		st = &staged{epoch: epoch, offsets: make(map[topicPartition]offset)}
+		g.txn[pid] = st
 	}
-	slices.SortFunc(tps, func(a, b topicPartition) int {
-		return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition))
-	})
-	var recs []Record
-	for _, tp := range tps {
-		if commit {
-			recs = append(recs, Record{Key: offsetKey(g.name, tp), Value: encodeOffsetValue(st.offsets[tp])})
+	st.epoch = max(st.epoch, epoch)
+	st.offsets[tp] = o
+}
+
+// unstage drops producer pid's staged offset of tp, as a stored staged tombstone does.
+func (g *group) unstage(pid int64, tp topicPartition) {
+	if st := g.txn[pid]; st != nil {
+		delete(st.offsets, tp)
+		if len(st.offsets) == 0 {
+			delete(g.txn, pid)
 		}
-		recs = append(recs, Record{Key: stagedKey(g.name, pid, tp)})
 	}
-	return c.enqueueLocked(g, recs, func() {
-		if commit {
-			for tp, o := range st.offsets {
+}
+
+// completeTxn applies a stored marker of producer pid. On commit each staged offset replaces the
+// committed one only if its record is the later of the two in the log (Kafka's rule, see offset.pos):
+// a plain OffsetCommit written after the TxnOffsetCommit wins. Abort drops the staged offsets. Replay
+// and the live path both come here, so memory and a restart agree.
+func (g *group) completeTxn(pid int64, commit bool) {
+	st := g.txn[pid]
+	if st == nil {
+		return
+	}
+	if commit {
+		for tp, o := range st.offsets {
+			if cur, ok := g.offsets[tp]; !ok || cur.pos < o.pos {
 				g.offsets[tp] = o
 			}
 		}
-		if g.txn[pid] == st {
-			delete(g.txn, pid)
-		}
-	}, nil)
+	}
+	delete(g.txn, pid)
 }

@@ -18,9 +18,9 @@ var ErrClosed = errors.New("group: coordinator closed")
 type write struct {
 	g     *group // owner of the records' keys, for inflight bookkeeping; nil for barriers
 	recs  []Record
-	apply func()     // under c.mu, after Append succeeded
-	fail  func()     // under c.mu, after Append failed; may be nil
-	done  chan error // buffered 1; receives the Append result after apply/fail ran
+	apply func(pos int64) // under c.mu, after Append succeeded; pos is the log position of recs[0]
+	fail  func()          // under c.mu, after Append failed; may be nil
+	done  chan error      // buffered 1; receives the Append result after apply/fail ran
 }
 
 // wait blocks until w is stored (nil), failed, or ctx ends.
@@ -34,7 +34,7 @@ func (w *write) wait(ctx context.Context) error {
 }
 
 // enqueueLocked queues recs for the writer and marks their keys in flight on g.
-func (c *Coordinator) enqueueLocked(g *group, recs []Record, apply, fail func()) *write {
+func (c *Coordinator) enqueueLocked(g *group, recs []Record, apply func(pos int64), fail func()) *write {
 	w := &write{g: g, recs: recs, apply: apply, fail: fail, done: make(chan error, 1)}
 	if g != nil {
 		for _, r := range recs {
@@ -100,9 +100,13 @@ func (c *Coordinator) finishLocked(batch []*write, err error) {
 				}
 			}
 		}
+		pos := c.nextPos
+		if err == nil {
+			c.nextPos += int64(len(w.recs))
+		}
 		switch {
 		case err == nil && w.apply != nil:
-			w.apply()
+			w.apply(pos)
 		case err != nil && w.fail != nil:
 			w.fail()
 		}
