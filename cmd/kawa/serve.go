@@ -23,6 +23,7 @@ import (
 	"github.com/kawa-broker/kawa/internal/broker"
 	"github.com/kawa-broker/kawa/internal/config"
 	"github.com/kawa-broker/kawa/internal/server"
+	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
 // runServe runs the broker until SIGTERM/SIGINT, then shuts down gracefully:
@@ -120,7 +121,7 @@ func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := broker.NewMetrics(reg)
-	b, err := broker.Open(cfg, host, int32(port), lg, m)
+	b, err := broker.Open(vfs.OS, cfg, host, int32(port), lg, m)
 	if err != nil {
 		ln.Close()
 		return err

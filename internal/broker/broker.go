@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -23,12 +22,14 @@ import (
 	"github.com/kawa-broker/kawa/internal/partition"
 	"github.com/kawa-broker/kawa/internal/producer"
 	"github.com/kawa-broker/kawa/internal/txn"
+	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
 // Broker is one Kawa node. Create with Open, serve through Handle, stop with
 // Close.
 type Broker struct {
 	cfg       config.Broker
+	fs        vfs.FS                           // every file and directory under cfg.DataDir goes through it
 	apiKeys   []kmsg.ApiVersionsResponseApiKey // the handler table as ApiVersions advertises it; read-only
 	lg        *slog.Logger
 	host      string
@@ -48,35 +49,40 @@ type Broker struct {
 	wg   sync.WaitGroup
 }
 
-// Open loads the catalog and every partition under cfg.DataDir. host and
-// port are what Metadata advertises.
-func Open(cfg config.Broker, host string, port int32, lg *slog.Logger, m *Metrics) (*Broker, error) {
+// Open loads the catalog and every partition under cfg.DataDir in fsys
+// (vfs.OS in production; tests pass the crash-clone vfs.MemFS or a
+// vfs.ErrorFS; nil means vfs.OS). It creates the data dir durably (its
+// parent is fsynced). host and port are what Metadata advertises.
+func Open(fsys vfs.FS, cfg config.Broker, host string, port int32, lg *slog.Logger, m *Metrics) (*Broker, error) {
 	cfg = cfg.WithDefaults()
+	if fsys == nil {
+		fsys = vfs.OS
+	}
 	if lg == nil {
 		lg = slog.Default()
 	}
 	if m == nil {
 		m = NewMetrics(nil)
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	if err := vfs.MkdirAllDurable(fsys, cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("broker: data dir: %w", err)
 	}
-	cat, err := meta.Open(cfg.DataDir)
+	cat, err := meta.Open(fsys, cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
-	pids, err := producer.NewAllocator(filepath.Join(cfg.DataDir, "producer-ids"), 1000)
+	pids, err := producer.NewAllocator(fsys, filepath.Join(cfg.DataDir, "producer-ids"), 1000)
 	if err != nil {
 		return nil, err
 	}
 	b := &Broker{
-		cfg: cfg, lg: lg, host: host, port: port,
+		cfg: cfg, fs: fsys, lg: lg, host: host, port: port,
 		catalog: cat, pids: pids, metrics: m,
 		apiKeys: apiKeys(),
 		parts:   map[string][]*partition.Partition{},
 		stop:    make(chan struct{}),
 	}
-	if b.clusterID, err = loadClusterID(cfg.DataDir); err != nil {
+	if b.clusterID, err = loadClusterID(fsys, cfg.DataDir); err != nil {
 		return nil, err
 	}
 	for _, t := range cat.List() {
@@ -99,16 +105,16 @@ func Open(cfg config.Broker, host string, port int32, lg *slog.Logger, m *Metric
 }
 
 // loadClusterID reads or creates the cluster ID (a base64 UUID, as Kafka's).
-func loadClusterID(dir string) (string, error) {
+func loadClusterID(fsys vfs.FS, dir string) (string, error) {
 	p := filepath.Join(dir, "cluster-id")
-	if b, err := os.ReadFile(p); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+	if b, err := vfs.ReadFile(fsys, p); err == nil && len(strings.TrimSpace(string(b))) > 0 {
 		return strings.TrimSpace(string(b)), nil
 	}
 	var u [16]byte
 	_, _ = rand.Read(u[:])
 	id := base64.RawURLEncoding.EncodeToString(u[:])
-	if err := meta.WriteFileAtomic(p, []byte(id+"\n")); err != nil {
-		return "", err
+	if err := vfs.WriteFileAtomic(fsys, p, []byte(id+"\n")); err != nil {
+		return "", fmt.Errorf("broker: cluster ID: %w", err)
 	}
 	return id, nil
 }
@@ -132,6 +138,7 @@ func (b *Broker) logOptions(tc config.Topic) log.Options {
 		RetentionBytes: tc.RetentionBytes,
 		FsyncInterval:  b.cfg.FsyncInterval,
 		Logger:         b.lg,
+		FS:             b.fs,
 	}
 	switch b.cfg.Fsync {
 	case config.FsyncNever:

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kawa-broker/kawa/internal/config"
 	"github.com/kawa-broker/kawa/internal/meta"
+	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
 // Internal topic names (Kafka's).
@@ -79,7 +79,7 @@ func (b *Broker) createTopic(t meta.Topic) (meta.Topic, error) {
 			b.lg.Error("rolling back topic creation failed", "topic", t.Name, "err", derr)
 		}
 		for i := int32(0); i < t.Partitions; i++ {
-			_ = os.RemoveAll(b.partitionDir(t.Name, i))
+			_ = vfs.RemoveAllDurable(b.fs, b.partitionDir(t.Name, i))
 		}
 		return meta.Topic{}, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/kawa-broker/kawa/internal/broker"
 	"github.com/kawa-broker/kawa/internal/config"
 	"github.com/kawa-broker/kawa/internal/server"
+	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
 // Broker is a running in-process broker.
@@ -67,7 +68,7 @@ func Start(t testing.TB, cfg config.Broker) *Broker {
 	if os.Getenv("KAWA_TEST_LOG") != "" {
 		lg = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	b, err := broker.Open(cfg, host, int32(port), lg, nil)
+	b, err := broker.Open(vfs.OS, cfg, host, int32(port), lg, nil)
 	if err != nil {
 		ln.Close()
 		t.Fatalf("kawatest: open broker: %v", err)

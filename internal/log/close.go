@@ -3,8 +3,9 @@ package log
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
+
+	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
 // Close stops the sync goroutine, flushes the indexes, fsyncs the active segment (whatever the policy) and
@@ -56,19 +57,7 @@ func (l *Log) Delete() error {
 	if err := l.closeLocked(); err != nil && !errors.Is(err, ErrClosed) {
 		l.logger.Warn("log: close before delete", "dir", l.dir, "err", err)
 	}
-	ents, err := l.fs.ReadDir(l.dir)
-	if err != nil {
-		return fmt.Errorf("log: delete %s: %w", l.dir, err)
-	}
-	for _, e := range ents {
-		if err := l.fs.Remove(filepath.Join(l.dir, e.Name())); err != nil {
-			return fmt.Errorf("log: delete %s: %w", l.dir, err)
-		}
-	}
-	if err := l.fs.Remove(l.dir); err != nil {
-		return fmt.Errorf("log: delete %s: %w", l.dir, err)
-	}
-	if err := l.fs.SyncDir(filepath.Dir(l.dir)); err != nil {
+	if err := vfs.RemoveAllDurable(l.fs, l.dir); err != nil {
 		return fmt.Errorf("log: delete %s: %w", l.dir, err)
 	}
 	return nil

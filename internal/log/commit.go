@@ -3,10 +3,11 @@ package log
 import (
 	"context"
 	"fmt"
-	"github.com/kawa-broker/kawa/internal/vfs"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
 // commitState is the group-commit and sticky-error state shared by the writer, the sync goroutine and waiters.

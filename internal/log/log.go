@@ -1,12 +1,9 @@
 package log
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,7 +52,7 @@ func Open(dir string, o Options) (*Log, error) {
 	l.segmentBytes.Store(o.SegmentBytes)
 	l.retentionMs.Store(o.RetentionMs)
 	l.retentionBytes.Store(o.RetentionBytes)
-	if err := mkdirDurable(l.fs, dir); err != nil {
+	if err := vfs.MkdirAllDurable(l.fs, dir); err != nil {
 		return nil, fmt.Errorf("log: create %s: %w", dir, err)
 	}
 	if err := l.load(); err != nil {
@@ -73,26 +70,6 @@ func Open(dir string, o Options) (*Log, error) {
 		go l.notifyLoop()
 	}
 	return l, nil
-}
-
-// mkdirDurable creates dir and any missing parents, syncing each new directory's parent so the path survives a
-// crash.
-func mkdirDurable(fs vfs.FS, dir string) error {
-	if _, err := fs.Stat(dir); err == nil {
-		return nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	parent := filepath.Dir(dir)
-	if parent != dir {
-		if err := mkdirDurable(fs, parent); err != nil {
-			return err
-		}
-	}
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	return fs.SyncDir(parent)
 }
 
 // Append writes one whole record batch (v2, already validated by the caller) at the end of the log and returns

@@ -81,7 +81,7 @@ func (l *Log) listSegments() ([]int64, error) {
 		if !isIdx {
 			base, isIdx = parseSegmentName(name, timeIndexSuffix)
 		}
-		if isIdx && !logs[base] || name == startFile+tmpSuffix {
+		if isIdx && !logs[base] || name == startFile+vfs.TempSuffix {
 			if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil {
 				return nil, fmt.Errorf("log: remove stray %s: %w", name, err)
 			}

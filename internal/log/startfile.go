@@ -16,10 +16,9 @@ import (
 //
 //	version uint16 (1) | log start offset int64 | CRC-32C of the preceding 10 bytes uint32   (big-endian)
 //
-// It is replaced by write-temp, fsync, rename, fsync-dir, so it is always whole; a bad checksum is corruption.
+// It is replaced by vfs.WriteFileAtomic (write-temp, fsync, rename, fsync-dir), so it is always whole; a bad checksum is corruption.
 const (
 	startFile        = "log-start-offset"
-	tmpSuffix        = ".tmp"
 	startFileVersion = 1
 	startFileLen     = 14
 )
@@ -64,26 +63,7 @@ func writeStart(fs vfs.FS, dir string, start int64) error {
 	buf := binary.BigEndian.AppendUint16(nil, startFileVersion)
 	buf = binary.BigEndian.AppendUint64(buf, uint64(start))
 	buf = binary.BigEndian.AppendUint32(buf, batch.Checksum(buf))
-	name := filepath.Join(dir, startFile)
-	tmp := name + tmpSuffix
-	f, err := fs.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("log: create %s: %w", tmp, err)
-	}
-	_, err = f.Write(buf)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = fs.Rename(tmp, name)
-	}
-	if err == nil {
-		err = fs.SyncDir(dir)
-	}
-	if err != nil {
+	if err := vfs.WriteFileAtomic(fs, filepath.Join(dir, startFile), buf); err != nil {
 		return fmt.Errorf("log: persist log start offset %d: %w", start, err)
 	}
 	return nil

@@ -1,6 +1,6 @@
 // Package meta is the topic catalog: topic names, topic IDs, partition counts
 // and per-topic config overrides. It is persisted as one versioned JSON file
-// written by write-temp, fsync, rename, fsync-dir, so a crash leaves either the
+// written by vfs.WriteFileAtomic (write-temp, fsync, rename, fsync-dir), so a crash leaves either the
 // old or the new catalog, never a torn one.
 //
 // A Catalog is safe for concurrent use; one mutex guards the map and the file.
@@ -17,6 +17,7 @@ import (
 	"sync"
 
 	"github.com/kawa-broker/kawa/internal/batch"
+	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
 // Topic is one topic's durable metadata.
@@ -46,17 +47,22 @@ type file struct {
 // Catalog holds all topics. The zero value is not usable; call Open.
 type Catalog struct {
 	mu     sync.Mutex
+	fs     vfs.FS
 	dir    string
 	topics map[string]Topic
 }
 
-// Open loads the catalog from dir (creating an empty one if absent).
-func Open(dir string) (*Catalog, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+// Open loads the catalog from dir in fsys (nil: vfs.OS), creating dir durably
+// and an empty catalog if absent.
+func Open(fsys vfs.FS, dir string) (*Catalog, error) {
+	if fsys == nil {
+		fsys = vfs.OS
+	}
+	if err := vfs.MkdirAllDurable(fsys, dir); err != nil {
 		return nil, fmt.Errorf("meta: %w", err)
 	}
-	c := &Catalog{dir: dir, topics: map[string]Topic{}}
-	b, err := os.ReadFile(filepath.Join(dir, fileName))
+	c := &Catalog{fs: fsys, dir: dir, topics: map[string]Topic{}}
+	b, err := vfs.ReadFile(fsys, filepath.Join(dir, fileName))
 	if errors.Is(err, os.ErrNotExist) {
 		return c, nil
 	}
@@ -177,36 +183,8 @@ func (c *Catalog) saveLocked() error {
 	if err != nil {
 		return fmt.Errorf("meta: encode: %w", err)
 	}
-	return WriteFileAtomic(filepath.Join(c.dir, fileName), b)
-}
-
-// WriteFileAtomic writes b to path by write-temp, fsync, rename, fsync-dir.
-func WriteFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
+	if err := vfs.WriteFileAtomic(c.fs, filepath.Join(c.dir, fileName), b); err != nil {
 		return fmt.Errorf("meta: %w", err)
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		return fmt.Errorf("meta: write %s: %w", path, err)
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return fmt.Errorf("meta: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("meta: sync dir: %w", err)
 	}
 	return nil
 }

@@ -10,7 +10,7 @@ import (
 func TestCatalogPersists(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	c, err := Open(dir)
+	c, err := Open(nil, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func TestCatalogPersists(t *testing.T) {
 	if err := c.Delete("b"); err != nil {
 		t.Fatal(err)
 	}
-	c2, err := Open(dir)
+	c2, err := Open(nil, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestCatalogPersists(t *testing.T) {
 func TestCatalogRejectsCorruptFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	c, _ := Open(dir)
+	c, _ := Open(nil, dir)
 	if _, err := c.Create(Topic{Name: "a", Partitions: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestCatalogRejectsCorruptFile(t *testing.T) {
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(dir); err == nil {
+	if _, err := Open(nil, dir); err == nil {
 		t.Fatal("Open accepted a corrupted catalog")
 	}
 }

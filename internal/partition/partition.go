@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -20,6 +19,7 @@ import (
 	"github.com/kawa-broker/kawa/internal/batch"
 	"github.com/kawa-broker/kawa/internal/log"
 	"github.com/kawa-broker/kawa/internal/producer"
+	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
 // Isolation levels of a Fetch / ListOffsets request (KIP-98).
@@ -44,6 +44,7 @@ type Partition struct {
 	Topic string
 	Index int32
 	dir   string
+	fs    vfs.FS // the log's FS; every partition file goes through it
 	lg    *slog.Logger
 
 	mu            sync.Mutex
@@ -82,8 +83,11 @@ func Open(topic string, index int32, dir string, o Options) (*Partition, error) 
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Log.FS == nil {
+		o.Log.FS = vfs.OS
+	}
 	p := &Partition{
-		Topic: topic, Index: index, dir: dir, lg: o.Logger,
+		Topic: topic, Index: index, dir: dir, fs: o.Log.FS, lg: o.Logger,
 		wake:          make(chan struct{}),
 		durableAlways: o.Log.Fsync == log.FsyncAlways,
 		unstable:      0, // nothing is stable until loadProducers has run
@@ -448,8 +452,8 @@ func storageError(err error) error { return fmt.Errorf("%w: %w", kerr.KafkaStora
 func snapshotName(offset int64) string { return fmt.Sprintf("%020d.snapshot", offset) }
 
 // snapshotOffsets lists the offsets of snapshot files in dir, newest first.
-func snapshotOffsets(dir string) []int64 {
-	ents, _ := os.ReadDir(dir)
+func snapshotOffsets(fsys vfs.FS, dir string) []int64 {
+	ents, _ := fsys.ReadDir(dir)
 	var offs []int64
 	for _, e := range ents {
 		name, ok := strings.CutSuffix(e.Name(), ".snapshot")
@@ -471,7 +475,7 @@ func snapshotOffsets(dir string) []int64 {
 // deleted, and their retries are appended a second time (BL-03, BL-04
 // across a restart).
 func (p *Partition) snapshotBeforeTruncateLocked() error {
-	if offs := snapshotOffsets(p.dir); len(offs) > 0 && offs[0] == p.log.End() {
+	if offs := snapshotOffsets(p.fs, p.dir); len(offs) > 0 && offs[0] == p.log.End() {
 		return nil
 	}
 	return p.snapshotLocked()
@@ -491,32 +495,15 @@ func (p *Partition) snapshotLocked() error {
 	end := p.log.End()
 	data := p.producers.Encode(end)
 	path := filepath.Join(p.dir, snapshotName(end))
-	if err := writeFileSync(path, data); err != nil {
+	if err := vfs.WriteFileAtomic(p.fs, path, data); err != nil {
 		return err
 	}
-	for i, off := range snapshotOffsets(p.dir) {
+	for i, off := range snapshotOffsets(p.fs, p.dir) {
 		if i >= 2 {
-			os.Remove(filepath.Join(p.dir, snapshotName(off)))
+			// NB: not made durable: an old snapshot back after a crash is
+			// only skipped for a newer one.
+			p.fs.Remove(filepath.Join(p.dir, snapshotName(off)))
 		}
 	}
 	return nil
-}
-
-func writeFileSync(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

@@ -2,12 +2,12 @@ package partition
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/kawa-broker/kawa/internal/batch"
 	"github.com/kawa-broker/kawa/internal/producer"
+	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
 // loadProducers rebuilds producer state: the newest snapshot that does not
@@ -17,11 +17,11 @@ func (p *Partition) loadProducers(expiration time.Duration) error {
 	end := p.log.End()
 	from := p.log.Start()
 	var st *producer.State
-	for _, off := range snapshotOffsets(p.dir) {
+	for _, off := range snapshotOffsets(p.fs, p.dir) {
 		if off > end {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(p.dir, snapshotName(off)))
+		b, err := vfs.ReadFile(p.fs, filepath.Join(p.dir, snapshotName(off)))
 		if err != nil {
 			continue
 		}
@@ -40,7 +40,7 @@ func (p *Partition) loadProducers(expiration time.Duration) error {
 		st = producer.NewState(expiration)
 	}
 	p.producers = st
-	aborted, err := loadTxnIndex(p.dir, end)
+	aborted, err := loadTxnIndex(p.fs, p.dir, end)
 	if err != nil {
 		return err
 	}

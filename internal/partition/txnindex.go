@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/kawa-broker/kawa/internal/batch"
+	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
 // The aborted-transaction index (Kafka's .txnindex, one file per partition
@@ -16,8 +17,9 @@ import (
 // marker offset, so a read_committed fetch can return the aborted
 // transactions overlapping its range (KIP-98) without scanning the log.
 //
-// Durability: entries are appended when an ABORT marker is written and the
-// file is fsynced with every producer-state snapshot. Entries for markers
+// Durability: entries are appended (vfs.AppendFile, fsynced) when an ABORT
+// marker is written, and the file is rewritten (vfs.WriteFileAtomic) with
+// every producer-state snapshot. Entries for markers
 // after the newest snapshot are re-derived on Open by the log scan that
 // rebuilds producer state, so a crash between a marker's fsync and the
 // index's never loses an entry. Each entry carries a CRC; a torn last entry
@@ -39,8 +41,8 @@ func encodeTxnEntry(dst []byte, a AbortedTxn) []byte {
 // loadTxnIndex reads the index, keeping entries whose marker lies below end
 // (a recovered log may have lost the tail) and stopping at the first torn or
 // corrupt entry.
-func loadTxnIndex(dir string, end int64) ([]AbortedTxn, error) {
-	b, err := os.ReadFile(filepath.Join(dir, txnIndexName))
+func loadTxnIndex(fsys vfs.FS, dir string, end int64) ([]AbortedTxn, error) {
+	b, err := vfs.ReadFile(fsys, filepath.Join(dir, txnIndexName))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -83,13 +85,7 @@ func (p *Partition) addAbortedLocked(a AbortedTxn, persist bool) {
 	if !persist {
 		return
 	}
-	f, err := os.OpenFile(filepath.Join(p.dir, txnIndexName), os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		p.lg.Warn("aborted-txn index append failed; the next snapshot rewrites it", "topic", p.Topic, "partition", p.Index, "err", err)
-		return
-	}
-	defer f.Close()
-	if _, err := f.Write(encodeTxnEntry(nil, a)); err != nil {
+	if err := vfs.AppendFile(p.fs, filepath.Join(p.dir, txnIndexName), encodeTxnEntry(nil, a)); err != nil {
 		p.lg.Warn("aborted-txn index append failed; the next snapshot rewrites it", "topic", p.Topic, "partition", p.Index, "err", err)
 	}
 }
@@ -109,5 +105,5 @@ func (p *Partition) writeTxnIndexLocked() error {
 	for _, a := range p.aborted {
 		b = encodeTxnEntry(b, a)
 	}
-	return writeFileSync(filepath.Join(p.dir, txnIndexName), b)
+	return vfs.WriteFileAtomic(p.fs, filepath.Join(p.dir, txnIndexName), b)
 }

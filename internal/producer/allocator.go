@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"os"
-	"path/filepath"
 	"sync"
 
 	"github.com/kawa-broker/kawa/internal/batch"
+	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
 // Allocator file layout, version 1 (big-endian):
@@ -37,29 +36,34 @@ var ErrCorruptAllocator = errors.New("producer: corrupt producer ID file")
 // are never reused after a restart. It is safe for concurrent use.
 type Allocator struct {
 	mu        sync.Mutex
+	fs        vfs.FS
 	path      string
 	blockSize int64
 	next      int64 // next ID to hand out
 	limit     int64 // first ID past the persisted block
 }
 
-// NewAllocator opens the allocator backed by the file at path, creating
-// state that starts at ID 0 if the file does not exist. blockSize is how
-// many IDs each persisted reservation covers (Kafka uses 1000).
-func NewAllocator(path string, blockSize int64) (*Allocator, error) {
+// NewAllocator opens the allocator backed by the file at path in fsys (nil:
+// vfs.OS), creating state that starts at ID 0 if the file does not exist.
+// blockSize is how many IDs each persisted reservation covers (Kafka uses
+// 1000).
+func NewAllocator(fsys vfs.FS, path string, blockSize int64) (*Allocator, error) {
 	if blockSize <= 0 {
 		return nil, fmt.Errorf("producer: block size %d must be positive", blockSize)
 	}
-	next, err := readAllocFile(path)
+	if fsys == nil {
+		fsys = vfs.OS
+	}
+	next, err := readAllocFile(fsys, path)
 	if err != nil {
 		return nil, err
 	}
-	return &Allocator{path: path, blockSize: blockSize, next: next, limit: next}, nil
+	return &Allocator{fs: fsys, path: path, blockSize: blockSize, next: next, limit: next}, nil
 }
 
 // Next returns a new producer ID. When the current block is used up it first
-// persists the next block's end (write temp file, fsync, rename, fsync the
-// directory); if that fails it returns the error and hands out nothing.
+// persists the next block's end (vfs.WriteFileAtomic: write temp file, fsync,
+// rename, fsync the directory); if that fails it returns the error and hands out nothing.
 func (a *Allocator) Next() (int64, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -68,8 +72,8 @@ func (a *Allocator) Next() (int64, error) {
 			return 0, errors.New("producer: producer IDs exhausted")
 		}
 		limit := a.next + a.blockSize
-		if err := writeAllocFile(a.path, limit); err != nil {
-			return 0, err
+		if err := vfs.WriteFileAtomic(a.fs, a.path, encodeAlloc(limit)); err != nil {
+			return 0, fmt.Errorf("producer: persist producer ID block: %w", err)
 		}
 		a.limit = limit
 	}
@@ -78,8 +82,8 @@ func (a *Allocator) Next() (int64, error) {
 	return id, nil
 }
 
-func readAllocFile(path string) (int64, error) {
-	b, err := os.ReadFile(path)
+func readAllocFile(fsys vfs.FS, path string) (int64, error) {
+	b, err := vfs.ReadFile(fsys, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
@@ -110,49 +114,6 @@ func encodeAlloc(next int64) []byte {
 	binary.BigEndian.PutUint64(b[10:], uint64(next))
 	binary.BigEndian.PutUint32(b[6:], batch.Checksum(b[10:]))
 	return b
-}
-
-// writeAllocFile replaces the file at path with one holding next, durably:
-// a crash leaves either the old file or the new one, never a torn one.
-func writeAllocFile(path string, next int64) error {
-	tmp := path + ".tmp"
-	if err := writeSynced(tmp, encodeAlloc(next)); err != nil {
-		return fmt.Errorf("producer: write %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("producer: rename %s: %w", tmp, err)
-	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
-		return fmt.Errorf("producer: sync dir of %s: %w", path, err)
-	}
-	return nil
-}
-
-func writeSynced(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(b)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	return werr
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	serr := d.Sync()
-	if cerr := d.Close(); serr == nil {
-		serr = cerr
-	}
-	return serr
 }
 
 // Issued reports whether id could have been handed out by this allocator

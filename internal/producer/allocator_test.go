@@ -24,7 +24,7 @@ func nextN(t *testing.T, a *Allocator, n int) []int64 {
 func TestAllocatorPersistsAcrossReopen(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "producer_ids")
-	a, err := NewAllocator(path, 10)
+	a, err := NewAllocator(nil, path, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestAllocatorPersistsAcrossReopen(t *testing.T) {
 
 	// Reopen (a restart): the unused rest of the block is skipped, never
 	// reused.
-	a, err = NewAllocator(path, 10)
+	a, err = NewAllocator(nil, path, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestAllocatorPersistsAcrossReopen(t *testing.T) {
 	}
 
 	// Reopen with a different block size keeps counting from the limit.
-	a, err = NewAllocator(path, 1)
+	a, err = NewAllocator(nil, path, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestAllocatorPersistsAcrossReopen(t *testing.T) {
 
 func TestAllocatorConcurrentUnique(t *testing.T) {
 	t.Parallel()
-	a, err := NewAllocator(filepath.Join(t.TempDir(), "producer_ids"), 64)
+	a, err := NewAllocator(nil, filepath.Join(t.TempDir(), "producer_ids"), 64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestAllocatorConcurrentUnique(t *testing.T) {
 func TestAllocatorRejects(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	if _, err := NewAllocator(filepath.Join(dir, "x"), 0); err == nil {
+	if _, err := NewAllocator(nil, filepath.Join(dir, "x"), 0); err == nil {
 		t.Fatal("block size 0 accepted")
 	}
 
@@ -130,7 +130,7 @@ func TestAllocatorRejects(t *testing.T) {
 			if err := os.WriteFile(path, tc.data, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := NewAllocator(path, 10); !errors.Is(err, ErrCorruptAllocator) {
+			if _, err := NewAllocator(nil, path, 10); !errors.Is(err, ErrCorruptAllocator) {
 				t.Fatalf("NewAllocator = %v, want ErrCorruptAllocator", err)
 			}
 		})
@@ -141,7 +141,7 @@ func TestAllocatorRejects(t *testing.T) {
 	if err := os.WriteFile(path, good, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	a, err := NewAllocator(path, 10)
+	a, err := NewAllocator(nil, path, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestAllocatorRejects(t *testing.T) {
 func TestAllocatorPersistFailure(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "gone")
-	a, err := NewAllocator(filepath.Join(dir, "producer_ids"), 5)
+	a, err := NewAllocator(nil, filepath.Join(dir, "producer_ids"), 5)
 	if err != nil {
 		t.Fatal(err)
 	}
