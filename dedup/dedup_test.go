@@ -18,7 +18,7 @@ import (
 )
 
 // setup migrates a fresh database and creates the handler's table.
-func setup(t *testing.T, b sqltest.Backend) {
+func setup(t testing.TB, b sqltest.Backend) {
 	t.Helper()
 	ctx := context.Background()
 	s, err := dedup.New(b.DB, b.Dialect, "setup")
@@ -36,7 +36,7 @@ func setup(t *testing.T, b sqltest.Backend) {
 	}
 }
 
-func newStore(t *testing.T, b sqltest.Backend, scope string, opts ...dedup.Option) *dedup.Store {
+func newStore(t testing.TB, b sqltest.Backend, scope string, opts ...dedup.Option) *dedup.Store {
 	t.Helper()
 	s, err := dedup.New(b.DB, b.Dialect, scope, opts...)
 	if err != nil {
@@ -79,7 +79,7 @@ func ph(b sqltest.Backend, i int) string {
 	return "?"
 }
 
-func count(t *testing.T, db *sql.DB, query string, args ...any) int {
+func count(t testing.TB, db *sql.DB, query string, args ...any) int {
 	t.Helper()
 	var n int
 	if err := db.QueryRow(query, args...).Scan(&n); err != nil {
