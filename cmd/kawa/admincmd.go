@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/kawa-broker/kawa/cmd/internal/cli"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
@@ -19,44 +20,44 @@ type adminCmd struct {
 	name     string
 	synopsis string
 	nargs    int // required positional arguments
-	setup    func(fs *flagSet) adminFunc
+	setup    func(fs *cli.FlagSet) adminFunc
 }
 
 // noFlags adapts a subcommand that declares no flags of its own.
-func noFlags(f adminFunc) func(*flagSet) adminFunc {
-	return func(*flagSet) adminFunc { return f }
+func noFlags(f adminFunc) func(*cli.FlagSet) adminFunc {
+	return func(*cli.FlagSet) adminFunc { return f }
 }
 
 // runAdmin dispatches args[0] among cmds of the command group group.
 func runAdmin(group, usage string, cmds []adminCmd, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return usageErrorf(group, usage, "missing %s subcommand", group)
+		return cli.UsageErrorf(group, usage, "missing %s subcommand", group)
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		return &helpRequest{usage: usage}
+		return cli.Help(usage)
 	}
 	for _, c := range cmds {
 		if c.name == args[0] {
 			return c.run(group, args[1:], stdout)
 		}
 	}
-	return usageErrorf(group, usage, "unknown %s subcommand %q", group, args[0])
+	return cli.UsageErrorf(group, usage, "unknown %s subcommand %q", group, args[0])
 }
 
 // run parses the subcommand's flags, connects and runs it with a timeout.
 func (c adminCmd) run(group string, args []string, stdout io.Writer) error {
-	fs := newFlagSet(group+" "+c.name, c.synopsis)
-	brokers := brokersFlag(fs)
+	fs := cli.NewFlagSet(group+" "+c.name, c.synopsis)
+	brokers := cli.BrokersFlag(fs)
 	timeout := fs.Duration("timeout", 10*time.Second, "give up on the broker after this long")
 	exec := c.setup(fs)
-	pos, err := parseInterspersed(fs, args)
+	pos, err := cli.ParseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != c.nargs {
-		return fs.usageErr("want %d argument(s), got %d", c.nargs, len(pos))
+		return fs.UsageErr("want %d argument(s), got %d", c.nargs, len(pos))
 	}
-	cl, err := clientFor(fs, *brokers)
+	cl, err := cli.ClientFor(fs, *brokers)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kawa-broker/kawa/cmd/internal/cli"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -36,14 +36,14 @@ type consumeOpts struct {
 // --group the offsets of printed records are committed on exit.
 func runConsume(args []string, _ io.Reader, stdout io.Writer) error {
 	fs, o := consumeFlags()
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	opts, err := o.kgoOpts(fs)
 	if err != nil {
 		return err
 	}
-	cl, err := clientFor(fs, o.brokers, opts...)
+	cl, err := cli.ClientFor(fs, o.brokers, opts...)
 	if err != nil {
 		return err
 	}
@@ -59,10 +59,10 @@ func runConsume(args []string, _ io.Reader, stdout io.Writer) error {
 	return nil
 }
 
-func consumeFlags() (*flagSet, *consumeOpts) {
-	fs := newFlagSet("consume", "kawa consume --topic T [--from-beginning | --offset N] [--partition P] [--max-messages N] [--group G] [--isolation read_committed|read_uncommitted] [--print-key] [--timeout D]")
+func consumeFlags() (*cli.FlagSet, *consumeOpts) {
+	fs := cli.NewFlagSet("consume", "kawa consume --topic T [--from-beginning | --offset N] [--partition P] [--max-messages N] [--group G] [--isolation read_committed|read_uncommitted] [--print-key] [--timeout D]")
 	o := &consumeOpts{}
-	fs.StringVar(&o.brokers, "brokers", defaultBrokers, "comma-separated `host:port` list of seed brokers")
+	fs.StringVar(&o.brokers, "brokers", cli.DefaultBrokers, "comma-separated `host:port` list of seed brokers")
 	fs.StringVar(&o.topic, "topic", "", "topic to consume (required)")
 	fs.BoolVar(&o.fromBeginning, "from-beginning", false, "start at the log start offset instead of the end")
 	fs.Int64Var(&o.offset, "offset", -1, "start at this offset (needs --partition)")
@@ -76,24 +76,24 @@ func consumeFlags() (*flagSet, *consumeOpts) {
 }
 
 // kgoOpts validates flag combinations and maps them to consumer options.
-func (o *consumeOpts) kgoOpts(fs *flagSet) ([]kgo.Opt, error) {
+func (o *consumeOpts) kgoOpts(fs *cli.FlagSet) ([]kgo.Opt, error) {
 	switch {
 	case o.topic == "":
-		return nil, fs.usageErr("--topic is required")
+		return nil, fs.UsageErr("--topic is required")
 	case o.fromBeginning && o.offset >= 0:
-		return nil, fs.usageErr("--from-beginning and --offset are exclusive")
+		return nil, fs.UsageErr("--from-beginning and --offset are exclusive")
 	case o.offset < -1:
-		return nil, fs.usageErr("--offset must be >= 0, got %d", o.offset)
+		return nil, fs.UsageErr("--offset must be >= 0, got %d", o.offset)
 	case o.offset >= 0 && o.partition < 0:
-		return nil, fs.usageErr("--offset needs --partition")
+		return nil, fs.UsageErr("--offset needs --partition")
 	case o.partition < -1:
-		return nil, fs.usageErr("--partition must be >= 0, got %d", o.partition)
+		return nil, fs.UsageErr("--partition must be >= 0, got %d", o.partition)
 	case o.group != "" && o.partition >= 0:
-		return nil, fs.usageErr("--group and --partition are exclusive (the group assigns partitions)")
+		return nil, fs.UsageErr("--group and --partition are exclusive (the group assigns partitions)")
 	case o.maxMessages < 0:
-		return nil, fs.usageErr("--max-messages must be >= 0")
+		return nil, fs.UsageErr("--max-messages must be >= 0")
 	case o.timeout < 0:
-		return nil, fs.usageErr("--timeout must be >= 0")
+		return nil, fs.UsageErr("--timeout must be >= 0")
 	}
 	var opts []kgo.Opt
 	switch o.isolation {
@@ -102,7 +102,7 @@ func (o *consumeOpts) kgoOpts(fs *flagSet) ([]kgo.Opt, error) {
 	case "read_uncommitted":
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
 	default:
-		return nil, fs.usageErr("--isolation must be read_committed or read_uncommitted, got %q", o.isolation)
+		return nil, fs.UsageErr("--isolation must be read_committed or read_uncommitted, got %q", o.isolation)
 	}
 	return append(opts, o.startOpts()...), nil
 }
@@ -166,7 +166,7 @@ func consumeLoop(ctx context.Context, cl *kgo.Client, o *consumeOpts, stdout io.
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			break
 		}
-		if err := fetchError(fetches); err != nil {
+		if err := cli.FetchError(fetches); err != nil {
 			return err
 		}
 		if fetches.NumRecords() == 0 && pctx.Err() != nil {
@@ -195,18 +195,6 @@ func pollContext(ctx context.Context, idle time.Duration) (context.Context, cont
 		return context.WithCancel(ctx)
 	}
 	return context.WithTimeout(ctx, idle)
-}
-
-// fetchError returns the first fetch error other than the poll's own
-// cancellation or deadline.
-func fetchError(fetches kgo.Fetches) error {
-	for _, fe := range fetches.Errors() {
-		if errors.Is(fe.Err, context.Canceled) || errors.Is(fe.Err, context.DeadlineExceeded) {
-			continue
-		}
-		return fmt.Errorf("partition %d: %w", fe.Partition, fe.Err)
-	}
-	return nil
 }
 
 func printRecord(w *bufio.Writer, r *kgo.Record, printKey bool) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kawa-broker/kawa/cmd/internal/clitest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -14,10 +15,10 @@ import (
 // read_committed and printed by read_uncommitted (KIP-98).
 func TestConsumeIsolation(t *testing.T) {
 	t.Parallel()
-	addr := testBroker(t)
+	addr := clitest.Broker(t)
 	requireAPI(t, addr, kmsg.EndTxn)
-	topic := testTopic(t, addr, 1)
-	cl := testClient(t, addr, kgo.TransactionalID(uniqueName(t, "txn")), kgo.DefaultProduceTopic(topic))
+	topic := clitest.Topic(t, addr, 1)
+	cl := clitest.Client(t, addr, kgo.TransactionalID(clitest.UniqueName(t, "txn")), kgo.DefaultProduceTopic(topic))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, step := range []struct {
@@ -49,7 +50,7 @@ func requireAPI(t *testing.T, addr string, key kmsg.Key) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	versions, err := testAdmin(t, addr).ApiVersions(ctx)
+	versions, err := clitest.Admin(t, addr).ApiVersions(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

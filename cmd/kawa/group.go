@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/kawa-broker/kawa/cmd/internal/cli"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -24,7 +25,7 @@ reset-offsets works only on an Empty group (no members), like Kafka's
 kafka-consumer-groups.sh: without --execute it prints the plan and commits
 nothing.
 
-Every form takes --brokers (default ` + defaultBrokers + `) and --timeout (default 10s).
+Every form takes --brokers (default ` + cli.DefaultBrokers + `) and --timeout (default 10s).
 `
 
 func groupCommands() []adminCmd {

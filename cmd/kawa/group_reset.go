@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kawa-broker/kawa/cmd/internal/cli"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -70,7 +71,7 @@ type resetPlan struct {
 // offsets (and the by-time lookup for --to-datetime).
 type resetTarget func(topic string, p int32, start, end int64) (int64, error)
 
-func setupResetOffsets(fs *flagSet) func(context.Context, *kadm.Client, []string, io.Writer) error {
+func setupResetOffsets(fs *cli.FlagSet) func(context.Context, *kadm.Client, []string, io.Writer) error {
 	var topics topicSpecs
 	fs.Var(&topics, "topic", "topic to reset, optionally with partitions: `T` or T:0,2 (repeatable)")
 	earliest := fs.Bool("to-earliest", false, "reset to each partition's log start offset")
@@ -80,16 +81,16 @@ func setupResetOffsets(fs *flagSet) func(context.Context, *kadm.Client, []string
 	execute := fs.Bool("execute", false, "commit the plan (default: print it only)")
 	return func(ctx context.Context, adm *kadm.Client, args []string, w io.Writer) error {
 		if len(topics) == 0 {
-			return fs.usageErr("--topic is required")
+			return fs.UsageErr("--topic is required")
 		}
 		n := 0
-		for _, given := range []bool{*earliest, *latest, isSet(fs, "to-offset"), isSet(fs, "to-datetime")} {
+		for _, given := range []bool{*earliest, *latest, cli.IsSet(fs, "to-offset"), cli.IsSet(fs, "to-datetime")} {
 			if given {
 				n++
 			}
 		}
 		if n != 1 {
-			return fs.usageErr("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime")
+			return fs.UsageErr("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime")
 		}
 		var pick resetTarget
 		switch {
@@ -97,15 +98,15 @@ func setupResetOffsets(fs *flagSet) func(context.Context, *kadm.Client, []string
 			pick = func(_ string, _ int32, start, _ int64) (int64, error) { return start, nil }
 		case *latest:
 			pick = func(_ string, _ int32, _, end int64) (int64, error) { return end, nil }
-		case isSet(fs, "to-offset"):
+		case cli.IsSet(fs, "to-offset"):
 			if *toOffset < 0 {
-				return fs.usageErr("--to-offset must be >= 0, got %d", *toOffset)
+				return fs.UsageErr("--to-offset must be >= 0, got %d", *toOffset)
 			}
 			pick = func(_ string, _ int32, start, end int64) (int64, error) { return min(max(*toOffset, start), end), nil }
 		default:
 			at, err := time.Parse(time.RFC3339Nano, *datetime)
 			if err != nil {
-				return fs.usageErr("--to-datetime: %v", err)
+				return fs.UsageErr("--to-datetime: %v", err)
 			}
 			byTime, err := adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), specTopics(topics)...)
 			if err != nil {

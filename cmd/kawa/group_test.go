@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kawa-broker/kawa/cmd/internal/cli"
 	"github.com/kawa-broker/kawa/internal/kawatest"
 )
 
@@ -225,7 +226,7 @@ func TestGroupResetOffsets(t *testing.T) {
 func TestGroupResetOffsetsUsage(t *testing.T) {
 	t.Parallel()
 	f := newGroupFixture(t)
-	var usage *usageError
+	var usage *cli.UsageError
 	for _, args := range [][]string{
 		{"reset-offsets", "g", "--to-earliest"},
 		{"reset-offsets", "g", "--topic", "t"},

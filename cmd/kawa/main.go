@@ -1,19 +1,20 @@
 // Command kawa is Kawa's single binary: the broker (`kawa serve`) and the
 // client-side tools that talk to any Kafka-compatible broker over franz-go
-// (`topic`, `produce`, `consume`, `bench`).
+// (`topic`, `produce`, `consume`, ...). The benchmark harness is a separate
+// command, cmd/kawa-bench, so this binary links no benchmark peer.
 //
 // Exit status: 0 on success, 2 on a usage error (unknown subcommand, bad or
 // missing flag), 1 on any other failure. Failures print one line to stderr.
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"runtime/debug"
 	"strings"
+
+	"github.com/kawa-broker/kawa/cmd/internal/cli"
 )
 
 // command is one row of the dispatch table.
@@ -33,8 +34,7 @@ func commands() []command {
 		{"consume", "print a topic's records, one per line", runConsume},
 		{"group", "list, describe, delete consumer groups or reset their offsets", runGroup},
 		{"producers", "describe idempotent/transactional producer state per partition", runProducers},
-		{"txn", "list, describe or abort transactions; bench transactional produce", runTxn},
-		{"bench", "measure produce and fetch throughput and latency", runBench},
+		{"txn", "list, describe or abort transactions", runTxn},
 		{"verify", "check delivery semantics under faults (loss, duplicates, aborted reads)", runVerify},
 		{"version", "print the build version", runVersion},
 		{"help", "show help for kawa or a subcommand", runHelp},
@@ -57,38 +57,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	for _, c := range commands() {
 		if c.name == name {
-			return exitStatus(c.run(args[1:], stdin, stdout), stdout, stderr)
+			return cli.ExitStatus("kawa", c.run(args[1:], stdin, stdout), stdout, stderr)
 		}
 	}
 	fmt.Fprintf(stderr, "kawa: unknown subcommand %q\n\n%s", name, mainUsage())
 	return 2
-}
-
-// exitStatus prints err the way its kind asks for and returns the exit status.
-func exitStatus(err error, stdout, stderr io.Writer) int {
-	var help *helpRequest
-	var usage *usageError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &help):
-		fmt.Fprint(stdout, help.usage)
-		return 0
-	case errors.Is(err, flag.ErrHelp):
-		// A FlagSet that printed its own usage (serve's, for one).
-		return 0
-	case errors.As(err, &usage):
-		fmt.Fprintf(stderr, "kawa %s: %v\n\n%s", usage.cmd, usage.err, usage.usage)
-		return 2
-	default:
-		fmt.Fprintf(stderr, "kawa: %s\n", oneLine(err.Error()))
-		return 1
-	}
-}
-
-// oneLine folds a multi-line error (errors.Join) into one line.
-func oneLine(s string) string {
-	return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ")
 }
 
 func mainUsage() string {
@@ -115,7 +88,7 @@ func runHelp(args []string, stdin io.Reader, stdout io.Writer) error {
 	if args[0] == "serve" {
 		return runServe([]string{"-h"})
 	}
-	return usageErrorf("help", mainUsage(), "unknown subcommand %q", args[0])
+	return cli.UsageErrorf("help", mainUsage(), "unknown subcommand %q", args[0])
 }
 
 // version is set at link time (-ldflags "-X main.version=v1.2.3"); without it
@@ -123,8 +96,8 @@ func runHelp(args []string, stdin io.Reader, stdout io.Writer) error {
 var version = ""
 
 func runVersion(args []string, _ io.Reader, stdout io.Writer) error {
-	fs := newFlagSet("version", "kawa version")
-	if err := parseFlags(fs, args); err != nil {
+	fs := cli.NewFlagSet("version", "kawa version")
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "kawa %s\n", buildVersion())

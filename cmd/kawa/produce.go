@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kawa-broker/kawa/cmd/internal/cli"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -19,28 +20,28 @@ import (
 // waits for every acknowledgement, prints "produced N records", and fails if
 // any record failed.
 func runProduce(args []string, stdin io.Reader, stdout io.Writer) error {
-	fs := newFlagSet("produce", "kawa produce --topic T [--key-separator SEP] [--acks all|1|0] [--idempotent=true] < lines")
-	brokers := brokersFlag(fs)
+	fs := cli.NewFlagSet("produce", "kawa produce --topic T [--key-separator SEP] [--acks all|1|0] [--idempotent=true] < lines")
+	brokers := cli.BrokersFlag(fs)
 	topic := fs.String("topic", "", "topic to produce to (required)")
 	sep := fs.String("key-separator", "", "split each line into key and value at the first `SEP`")
 	acks := fs.String("acks", "all", "acknowledgements to wait for: all, 1 or 0")
 	idempotent := fs.Bool("idempotent", true, "idempotent producer (KIP-98); needs --acks all")
 	timeout := fs.Duration("timeout", 30*time.Second, "fail a record not acknowledged within this long (delivery timeout)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if *topic == "" {
-		return fs.usageErr("--topic is required")
+		return fs.UsageErr("--topic is required")
 	}
 	if *timeout <= 0 {
-		return fs.usageErr("--timeout must be positive")
+		return fs.UsageErr("--timeout must be positive")
 	}
-	opts, err := producerOpts(fs, *acks, *idempotent)
+	opts, err := cli.ProducerOpts(fs, *acks, *idempotent)
 	if err != nil {
 		return err
 	}
 	opts = append(opts, kgo.DefaultProduceTopic(*topic), kgo.RecordDeliveryTimeout(*timeout))
-	cl, err := clientFor(fs, *brokers, opts...)
+	cl, err := cli.ClientFor(fs, *brokers, opts...)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kawa-broker/kawa/cmd/internal/clitest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -26,8 +27,8 @@ func keyedLines(n, keys int) (in, out string) {
 // key<TAB>value lines out, in order (one partition).
 func TestProduceConsumeKeyedRoundTrip(t *testing.T) {
 	t.Parallel()
-	addr := testBroker(t)
-	topic := testTopic(t, addr, 1)
+	addr := clitest.Broker(t)
+	topic := clitest.Topic(t, addr, 1)
 	in, want := keyedLines(100, 100)
 	out := mustRun(t, runProduce, in, "--brokers", addr, "--topic", topic, "--key-separator", ":")
 	if out != "produced 100 records\n" {
@@ -43,8 +44,8 @@ func TestProduceConsumeKeyedRoundTrip(t *testing.T) {
 // partitions come back complete, and each key's values in produce order.
 func TestProduceConsumeKeyedPartitions(t *testing.T) {
 	t.Parallel()
-	addr := testBroker(t)
-	topic := testTopic(t, addr, 3)
+	addr := clitest.Broker(t)
+	topic := clitest.Topic(t, addr, 3)
 	in, want := keyedLines(300, 10)
 	mustRun(t, runProduce, in, "--brokers", addr, "--topic", topic, "--key-separator", ":")
 	out := mustRun(t, runConsume, "", "--brokers", addr, "--topic", topic, "--from-beginning", "--print-key", "--max-messages", "300")
@@ -68,8 +69,8 @@ func TestProduceConsumeKeyedPartitions(t *testing.T) {
 // only the first separator splits.
 func TestProduceLineEdges(t *testing.T) {
 	t.Parallel()
-	addr := testBroker(t)
-	topic := testTopic(t, addr, 1)
+	addr := clitest.Broker(t)
+	topic := clitest.Topic(t, addr, 1)
 	in := "k1=v1\nno separator\n\nk2=v=2\n=empty key\nlast"
 	out := mustRun(t, runProduce, in, "--brokers", addr, "--topic", topic, "--key-separator", "=")
 	if out != "produced 6 records\n" {
@@ -89,8 +90,8 @@ func TestProduceLineEdges(t *testing.T) {
 // TestProduceAcks: acks 1 and 0 (idempotence off by themselves) deliver.
 func TestProduceAcks(t *testing.T) {
 	t.Parallel()
-	addr := testBroker(t)
-	topic := testTopic(t, addr, 1)
+	addr := clitest.Broker(t)
+	topic := clitest.Topic(t, addr, 1)
 	for _, acks := range []string{"1", "0", "all"} {
 		out := mustRun(t, runProduce, "x\ny\n", "--brokers", addr, "--topic", topic, "--acks", acks)
 		if out != "produced 2 records\n" {
@@ -108,8 +109,8 @@ func TestProduceAcks(t *testing.T) {
 // there; --timeout ends an idle consume; the default start is the end.
 func TestConsumePartitionOffset(t *testing.T) {
 	t.Parallel()
-	addr := testBroker(t)
-	topic := testTopic(t, addr, 1)
+	addr := clitest.Broker(t)
+	topic := clitest.Topic(t, addr, 1)
 	mustRun(t, runProduce, "0\n1\n2\n3\n4\n5\n6\n7\n8\n9\n", "--brokers", addr, "--topic", topic)
 	b := []string{"--brokers", addr, "--topic", topic, "--partition", "0"}
 	out := mustRun(t, runConsume, "", append(b, "--offset", "7", "--max-messages", "2")...)
@@ -130,9 +131,9 @@ func TestConsumePartitionOffset(t *testing.T) {
 // --max-messages commits only what was printed.
 func TestConsumeGroup(t *testing.T) {
 	t.Parallel()
-	addr := testBroker(t)
-	topic := testTopic(t, addr, 1)
-	group := uniqueName(t, "g")
+	addr := clitest.Broker(t)
+	topic := clitest.Topic(t, addr, 1)
+	group := clitest.UniqueName(t, "g")
 	mustRun(t, runProduce, "0\n1\n2\n3\n4\n5\n6\n7\n8\n9\n", "--brokers", addr, "--topic", topic)
 	b := []string{"--brokers", addr, "--topic", topic, "--group", group, "--from-beginning"}
 	if out := mustRun(t, runConsume, "", append(b, "--max-messages", "4")...); out != "0\n1\n2\n3\n" {
@@ -146,9 +147,9 @@ func TestConsumeGroup(t *testing.T) {
 // TestConsumeErrors: a missing topic or partition fails fast by Kafka name.
 func TestConsumeErrors(t *testing.T) {
 	t.Parallel()
-	addr := testBroker(t)
-	topic := testTopic(t, addr, 1)
-	_, err := runCmd(t, runConsume, "", "--brokers", addr, "--topic", uniqueName(t, "missing"), "--timeout", "1s")
+	addr := clitest.Broker(t)
+	topic := clitest.Topic(t, addr, 1)
+	_, err := runCmd(t, runConsume, "", "--brokers", addr, "--topic", clitest.UniqueName(t, "missing"), "--timeout", "1s")
 	if !errors.Is(err, kerr.UnknownTopicOrPartition) {
 		t.Errorf("missing topic: %v, want UNKNOWN_TOPIC_OR_PARTITION", err)
 	}
@@ -162,10 +163,10 @@ func TestConsumeErrors(t *testing.T) {
 // count of acknowledged records still printed.
 func TestProduceUnknownTopic(t *testing.T) {
 	t.Parallel()
-	if brokerIsShared() {
+	if clitest.Shared() {
 		t.Skip("a shared broker may auto-create topics")
 	}
-	addr := testBroker(t)
+	addr := clitest.Broker(t)
 	out, err := runCmd(t, runProduce, "a\nb\n", "--brokers", addr, "--topic", "missing", "--timeout", "2s")
 	// Which error a record fails with depends on whether the client's
 	// metadata retries or the 2s delivery timeout run out first.

@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kawa-broker/kawa/cmd/internal/cli"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
@@ -21,29 +22,29 @@ timestamp, coordinator epoch and the first offset of its open transaction
 // runProducers implements `kawa producers`; describe is its one subcommand.
 func runProducers(args []string, _ io.Reader, stdout io.Writer) error {
 	if len(args) == 0 {
-		return usageErrorf("producers", producersUsage, "missing producers subcommand")
+		return cli.UsageErrorf("producers", producersUsage, "missing producers subcommand")
 	}
 	switch args[0] {
 	case "-h", "--help", "help":
-		return &helpRequest{usage: producersUsage}
+		return cli.Help(producersUsage)
 	case "describe":
 		return producersDescribe(args[1:], stdout)
 	}
-	return usageErrorf("producers", producersUsage, "unknown producers subcommand %q", args[0])
+	return cli.UsageErrorf("producers", producersUsage, "unknown producers subcommand %q", args[0])
 }
 
 func producersDescribe(args []string, stdout io.Writer) error {
-	fs := newFlagSet("producers describe", "kawa producers describe TOPIC [--brokers host:port,...] [--timeout 10s]")
-	brokers := brokersFlag(fs)
+	fs := cli.NewFlagSet("producers describe", "kawa producers describe TOPIC [--brokers host:port,...] [--timeout 10s]")
+	brokers := cli.BrokersFlag(fs)
 	timeout := fs.Duration("timeout", 10*time.Second, "give up on the broker after this long")
-	pos, err := parseInterspersed(fs, args)
+	pos, err := cli.ParseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return fs.usageErr("want 1 argument (TOPIC), got %d", len(pos))
+		return fs.UsageErr("want 1 argument (TOPIC), got %d", len(pos))
 	}
-	cl, err := clientFor(fs, *brokers)
+	cl, err := cli.ClientFor(fs, *brokers)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kawa-broker/kawa/cmd/internal/cli"
 	"github.com/kawa-broker/kawa/internal/kawatest"
 )
 
@@ -58,13 +59,13 @@ func TestProducersDescribe(t *testing.T) {
 func TestProducersUsage(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{nil, {"list"}, {"describe"}, {"describe", "a", "b"}} {
-		var usage *usageError
+		var usage *cli.UsageError
 		if _, err := runCmd(t, runProducers, "", args...); !errors.As(err, &usage) {
 			t.Errorf("producers %q: %v, want a usage error", args, err)
 		}
 	}
-	var help *helpRequest
-	if _, err := runCmd(t, runProducers, "", "-h"); !errors.As(err, &help) || !strings.Contains(help.usage, "kawa producers describe TOPIC") {
+	var help *cli.HelpRequest
+	if _, err := runCmd(t, runProducers, "", "-h"); !errors.As(err, &help) || !strings.Contains(help.Usage, "kawa producers describe TOPIC") {
 		t.Errorf("producers -h: %v", err)
 	}
 }

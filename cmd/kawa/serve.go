@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/kawa-broker/kawa/cmd/internal/cli"
 	"github.com/kawa-broker/kawa/internal/broker"
 	"github.com/kawa-broker/kawa/internal/config"
 	"github.com/kawa-broker/kawa/internal/server"
@@ -178,7 +179,7 @@ func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.
 // serveUsage is a bad `kawa serve` command line: exit status 2, like the
 // other subcommands (the flag set already printed its own usage).
 func serveUsage(format string, args ...any) error {
-	return usageErrorf("serve", "run 'kawa serve -h' for the flags\n", format, args...)
+	return cli.UsageErrorf("serve", "run 'kawa serve -h' for the flags\n", format, args...)
 }
 
 // loopbackName returns "localhost" for a 127.0.0.1 listener when every

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/kawa-broker/kawa/cmd/internal/cli"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
@@ -18,7 +19,7 @@ const topicUsage = `usage: kawa topic <create|list|describe|delete> [flags]
   kawa topic describe NAME
   kawa topic delete NAME
 
-Every form takes --brokers (default ` + defaultBrokers + `) and --timeout (default 10s).
+Every form takes --brokers (default ` + cli.DefaultBrokers + `) and --timeout (default 10s).
 `
 
 func topicCommands() []adminCmd {
@@ -35,22 +36,22 @@ func runTopic(args []string, _ io.Reader, stdout io.Writer) error {
 	return runAdmin("topic", topicUsage, topicCommands(), args, stdout)
 }
 
-func setupTopicCreate(fs *flagSet) func(context.Context, *kadm.Client, []string, io.Writer) error {
+func setupTopicCreate(fs *cli.FlagSet) func(context.Context, *kadm.Client, []string, io.Writer) error {
 	partitions := fs.Int("partitions", 1, "number of partitions")
 	replication := fs.Int("replication-factor", 1, "replicas per partition (-1: broker default)")
-	var configs kvList
+	var configs cli.KVList
 	fs.Var(&configs, "config", "topic config `key=value` (repeatable)")
 	return func(ctx context.Context, adm *kadm.Client, args []string, w io.Writer) error {
 		if *partitions < 1 || *partitions > 1<<20 {
-			return fs.usageErr("--partitions must be between 1 and %d, got %d", 1<<20, *partitions)
+			return fs.UsageErr("--partitions must be between 1 and %d, got %d", 1<<20, *partitions)
 		}
 		if *replication == 0 || *replication < -1 || *replication > 1<<15-1 {
-			return fs.usageErr("--replication-factor must be -1 or positive, got %d", *replication)
+			return fs.UsageErr("--replication-factor must be -1 or positive, got %d", *replication)
 		}
-		resp, err := adm.CreateTopic(ctx, int32(*partitions), int16(*replication), configs.configs(), args[0])
+		resp, err := adm.CreateTopic(ctx, int32(*partitions), int16(*replication), configs.Configs(), args[0])
 		if resp.Err != nil {
 			// kadm returns resp.Err as err too; add the broker's message.
-			err = withMessage(resp.Err, resp.ErrMessage)
+			err = cli.WithMessage(resp.Err, resp.ErrMessage)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", args[0], err)
@@ -116,7 +117,7 @@ func topicDescribe(ctx context.Context, adm *kadm.Client, args []string, w io.Wr
 		err = rc.Err
 	}
 	if err != nil {
-		return withMessage(fmt.Errorf("%s configs: %w", name, err), rc.ErrMessage)
+		return cli.WithMessage(fmt.Errorf("%s configs: %w", name, err), rc.ErrMessage)
 	}
 	fmt.Fprintf(w, "topic: %s\nid: %s\npartitions: %d\n\n", name, t.ID, len(t.Partitions))
 	if err := writePartitions(w, t, starts, ends); err != nil {
@@ -165,7 +166,7 @@ func writeConfigs(w io.Writer, configs []kadm.Config) error {
 func topicDelete(ctx context.Context, adm *kadm.Client, args []string, w io.Writer) error {
 	resp, err := adm.DeleteTopic(ctx, args[0])
 	if err == nil {
-		err = withMessage(resp.Err, resp.ErrMessage)
+		err = cli.WithMessage(resp.Err, resp.ErrMessage)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", args[0], err)
@@ -190,13 +191,4 @@ func errName(err error) string {
 		return s[:i]
 	}
 	return s
-}
-
-// withMessage appends the broker's optional error message, if any (nil err
-// stays nil).
-func withMessage(err error, msg string) error {
-	if err == nil || msg == "" {
-		return err
-	}
-	return fmt.Errorf("%w (%s)", err, msg)
 }

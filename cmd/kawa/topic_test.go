@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kawa-broker/kawa/cmd/internal/clitest"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -14,9 +15,9 @@ import (
 // subcommand functions, checking exact outputs.
 func TestTopicLifecycle(t *testing.T) {
 	t.Parallel()
-	addr := testBroker(t)
+	addr := clitest.Broker(t)
 	b := "--brokers=" + addr
-	name := uniqueName(t, "orders")
+	name := clitest.UniqueName(t, "orders")
 
 	out := mustRun(t, runTopic, "", "create", name, "--partitions", "3", "--config", "retention.ms=60000", b)
 	if want := "created topic " + name + " with 3 partitions\n"; out != want {
@@ -107,10 +108,10 @@ func hasRow(table string, cells ...string) bool {
 // TestTopicListExact pins the list layout on a broker holding one topic.
 func TestTopicListExact(t *testing.T) {
 	t.Parallel()
-	if brokerIsShared() {
+	if clitest.Shared() {
 		t.Skip("exact layout needs a broker of our own")
 	}
-	addr := testBroker(t)
+	addr := clitest.Broker(t)
 	name := "events"
 	mustRun(t, runTopic, "", "create", name, "--partitions", "12", "--brokers", addr)
 	out := mustRun(t, runTopic, "", "list", "--brokers", addr)

@@ -9,25 +9,24 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kawa-broker/kawa/cmd/internal/cli"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
-const txnUsage = `usage: kawa txn <list|describe|abort|bench> [flags]
+const txnUsage = `usage: kawa txn <list|describe|abort> [flags]
 
   kawa txn list     [--brokers host:port,...] [--state S,...] [--producer-id ID]
   kawa txn describe TXNID [--brokers host:port,...]
   kawa txn abort    --topic T --partition P --producer-id ID --producer-epoch E
                     [--coordinator-epoch N] [--brokers host:port,...]
-  kawa txn bench    [--topic T] [--partitions 8] [--record-size 1024]
-                    [--commit-every 10ms,100ms,1s] [--duration 5s] [--json]
 
 list and describe show the transaction coordinator's view (ListTransactions
 and DescribeTransactions, KIP-664). abort closes a hanging transaction on one
 partition by writing an ABORT marker for the producer ID and epoch
 (WriteTxnMarkers, like kafka-transactions.sh abort); find them with
 'kawa producers describe TOPIC' (the producer whose TXN-START-OFFSET pins the
-partition's last stable offset). bench measures transactional against plain
-produce throughput.
+partition's last stable offset). Transactional produce throughput is measured
+by 'kawa-bench txn'.
 
 Run 'kawa txn <subcommand> -h' for every flag.
 `
@@ -35,26 +34,24 @@ Run 'kawa txn <subcommand> -h' for every flag.
 // runTxn implements `kawa txn`.
 func runTxn(args []string, _ io.Reader, stdout io.Writer) error {
 	if len(args) == 0 {
-		return usageErrorf("txn", txnUsage, "missing txn subcommand")
+		return cli.UsageErrorf("txn", txnUsage, "missing txn subcommand")
 	}
 	switch args[0] {
 	case "-h", "--help", "help":
-		return &helpRequest{usage: txnUsage}
+		return cli.Help(txnUsage)
 	case "list":
 		return txnList(args[1:], stdout)
 	case "describe":
 		return txnDescribe(args[1:], stdout)
 	case "abort":
 		return txnAbort(args[1:], stdout)
-	case "bench":
-		return runTxnBench(args[1:], stdout)
 	}
-	return usageErrorf("txn", txnUsage, "unknown txn subcommand %q", args[0])
+	return cli.UsageErrorf("txn", txnUsage, "unknown txn subcommand %q", args[0])
 }
 
 // txnAdmin parses fs and returns an admin client, its context and cleanup.
-func txnAdmin(fs *flagSet, brokers string, timeout time.Duration) (*kadm.Client, context.Context, func(), error) {
-	cl, err := clientFor(fs, brokers)
+func txnAdmin(fs *cli.FlagSet, brokers string, timeout time.Duration) (*kadm.Client, context.Context, func(), error) {
+	cl, err := cli.ClientFor(fs, brokers)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -63,12 +60,12 @@ func txnAdmin(fs *flagSet, brokers string, timeout time.Duration) (*kadm.Client,
 }
 
 func txnList(args []string, stdout io.Writer) error {
-	fs := newFlagSet("txn list", "kawa txn list [--brokers host:port,...] [--state S,...] [--producer-id ID]")
-	brokers := brokersFlag(fs)
+	fs := cli.NewFlagSet("txn list", "kawa txn list [--brokers host:port,...] [--state S,...] [--producer-id ID]")
+	brokers := cli.BrokersFlag(fs)
 	states := fs.String("state", "", "only these comma-separated states (Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort, PrepareEpochFence)")
 	pid := fs.Int64("producer-id", -1, "only this producer ID")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up on the broker after this long")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	var filterStates []string
@@ -99,15 +96,15 @@ func txnList(args []string, stdout io.Writer) error {
 }
 
 func txnDescribe(args []string, stdout io.Writer) error {
-	fs := newFlagSet("txn describe", "kawa txn describe TXNID [--brokers host:port,...]")
-	brokers := brokersFlag(fs)
+	fs := cli.NewFlagSet("txn describe", "kawa txn describe TXNID [--brokers host:port,...]")
+	brokers := cli.BrokersFlag(fs)
 	timeout := fs.Duration("timeout", 10*time.Second, "give up on the broker after this long")
-	pos, err := parseInterspersed(fs, args)
+	pos, err := cli.ParseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return fs.usageErr("want 1 argument (TXNID), got %d", len(pos))
+		return fs.UsageErr("want 1 argument (TXNID), got %d", len(pos))
 	}
 	adm, ctx, done, err := txnAdmin(fs, *brokers, *timeout)
 	if err != nil {
@@ -139,24 +136,24 @@ func txnDescribe(args []string, stdout io.Writer) error {
 }
 
 func txnAbort(args []string, stdout io.Writer) error {
-	fs := newFlagSet("txn abort", "kawa txn abort --topic T --partition P --producer-id ID --producer-epoch E [--coordinator-epoch N]")
-	brokers := brokersFlag(fs)
+	fs := cli.NewFlagSet("txn abort", "kawa txn abort --topic T --partition P --producer-id ID --producer-epoch E [--coordinator-epoch N]")
+	brokers := cli.BrokersFlag(fs)
 	topic := fs.String("topic", "", "topic of the hanging transaction")
 	part := fs.Int("partition", -1, "partition of the hanging transaction")
 	pid := fs.Int64("producer-id", -1, "producer ID of the hanging transaction")
 	epoch := fs.Int("producer-epoch", -1, "producer epoch of the hanging transaction")
 	coordEpoch := fs.Int("coordinator-epoch", -1, "coordinator epoch for the marker (default: the producer's last one on the partition, or 0)")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up on the broker after this long")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	switch {
 	case *topic == "":
-		return fs.usageErr("--topic is required")
+		return fs.UsageErr("--topic is required")
 	case *part < 0 || *pid < 0 || *epoch < 0:
-		return fs.usageErr("--partition, --producer-id and --producer-epoch are required")
+		return fs.UsageErr("--partition, --producer-id and --producer-epoch are required")
 	case *epoch > 32767:
-		return fs.usageErr("--producer-epoch %d is above 32767", *epoch)
+		return fs.UsageErr("--producer-epoch %d is above 32767", *epoch)
 	}
 	adm, ctx, done, err := txnAdmin(fs, *brokers, *timeout)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/kawa-broker/kawa/cmd/internal/cli"
 	"github.com/kawa-broker/kawa/internal/batch"
 	"github.com/kawa-broker/kawa/internal/kawatest"
 )
@@ -67,7 +68,7 @@ func TestTxnListDescribeAbort(t *testing.T) {
 	if recs := fs.Records(); len(recs) != 1 || string(recs[0].Value) != "plain" {
 		t.Fatalf("read_committed after the abort: %d records (%v)", len(recs), fs.Err0())
 	}
-	var usage *usageError
+	var usage *cli.UsageError
 	if _, err := runCmd(t, runTxn, "", "abort", "--topic", topic); !errors.As(err, &usage) {
 		t.Fatalf("abort without producer: %v, want a usage error", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kawa-broker/kawa/cmd/internal/cli"
 	"github.com/kawa-broker/kawa/internal/verify"
 )
 
@@ -43,7 +44,7 @@ func runVerify(args []string, stdin io.Reader, stdout io.Writer) error {
 	if len(args) > 0 && args[0] == "worker" {
 		return verify.WorkerMain(args[1:], stdin, stdout)
 	}
-	fs := newFlagSet("verify", verifySynopsis)
+	fs := cli.NewFlagSet("verify", verifySynopsis)
 	semantics := fs.String("semantics", "all", "at-most-once, at-least-once, exactly-once (comma-separated) or all")
 	faults := fs.String("faults", "", "comma-separated faults (default kill,client-crash with --spawn, client-crash with --brokers)")
 	duration := fs.Duration("duration", 60*time.Second, "how long the workloads run (draining and checking come after)")
@@ -53,15 +54,15 @@ func runVerify(args []string, stdin io.Reader, stdout io.Writer) error {
 	out := fs.String("out", "", "directory for result.json, history.jsonl, report.html and logs (default: a new temporary directory)")
 	rate := fs.Int("rate", 200, "records per second per producer")
 	workers := fs.String("workers", "process", "`mode` of the workers: process (a client crash is a real SIGKILL) or inproc (goroutines; a crash only cancels)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg, err := verifyConfig(fs, *semantics, *faults, *duration, *seed, *rate)
 	if err != nil {
 		return err
 	}
-	if *brokers != "" && isSet(fs, "spawn") && *spawn {
-		return fs.usageErr("--spawn and --brokers exclude each other")
+	if *brokers != "" && cli.IsSet(fs, "spawn") && *spawn {
+		return fs.UsageErr("--spawn and --brokers exclude each other")
 	}
 	dir, err := outDir(*out)
 	if err != nil {
@@ -83,27 +84,27 @@ func runVerify(args []string, stdin io.Reader, stdout io.Writer) error {
 }
 
 // verifyConfig parses the semantic, fault and size flags.
-func verifyConfig(fs *flagSet, semantics, faults string, d time.Duration, seed uint64, rate int) (verify.Config, error) {
+func verifyConfig(fs *cli.FlagSet, semantics, faults string, d time.Duration, seed uint64, rate int) (verify.Config, error) {
 	var cfg verify.Config
 	sems, err := verify.ParseSemantics(semantics)
 	if err != nil {
-		return cfg, fs.usageErr("--semantics: %v", err)
+		return cfg, fs.UsageErr("--semantics: %v", err)
 	}
 	if faults == "" {
 		faults = "kill,client-crash"
-		if isSet(fs, "brokers") {
+		if cli.IsSet(fs, "brokers") {
 			faults = "client-crash"
 		}
 	}
 	fk, err := verify.ParseFaults(faults)
 	if err != nil {
-		return cfg, fs.usageErr("--faults: %v", err)
+		return cfg, fs.UsageErr("--faults: %v", err)
 	}
 	if d <= 0 {
-		return cfg, fs.usageErr("--duration must be positive")
+		return cfg, fs.UsageErr("--duration must be positive")
 	}
 	if rate <= 0 {
-		return cfg, fs.usageErr("--rate must be positive")
+		return cfg, fs.UsageErr("--rate must be positive")
 	}
 	cfg = verify.Config{Semantics: sems, Faults: fk, Duration: d, Seed: seed, Rate: rate, Proxy: verify.NewProxy}
 	return cfg, nil
@@ -111,15 +112,15 @@ func verifyConfig(fs *flagSet, semantics, faults string, d time.Duration, seed u
 
 // setupBroker points cfg at the external broker or a spawned `kawa serve`,
 // returning the spawned broker's data directory.
-func setupBroker(fs *flagSet, cfg *verify.Config, brokers, dir string) (string, error) {
+func setupBroker(fs *cli.FlagSet, cfg *verify.Config, brokers, dir string) (string, error) {
 	if brokers != "" {
-		seeds, err := seedBrokers(fs, brokers)
+		seeds, err := cli.SeedBrokers(fs, brokers)
 		if err != nil {
 			return "", err
 		}
 		for _, f := range cfg.Faults {
 			if f == verify.FaultKill || f == verify.FaultPause {
-				return "", fs.usageErr("--faults %s needs --spawn: against --brokers only client-side faults apply", f)
+				return "", fs.UsageErr("--faults %s needs --spawn: against --brokers only client-side faults apply", f)
 			}
 		}
 		cfg.Brokers = seeds
@@ -144,7 +145,7 @@ func setupBroker(fs *flagSet, cfg *verify.Config, brokers, dir string) (string, 
 }
 
 // setupWorkers picks the launcher.
-func setupWorkers(fs *flagSet, cfg *verify.Config, mode string, logs io.Writer) error {
+func setupWorkers(fs *cli.FlagSet, cfg *verify.Config, mode string, logs io.Writer) error {
 	switch mode {
 	case "process":
 		exe, err := os.Executable()
@@ -158,7 +159,7 @@ func setupWorkers(fs *flagSet, cfg *verify.Config, mode string, logs io.Writer) 
 	case "inproc":
 		cfg.Launcher = verify.InprocLauncher{}
 	default:
-		return fs.usageErr("--workers must be process or inproc, got %q", mode)
+		return fs.UsageErr("--workers must be process or inproc, got %q", mode)
 	}
 	return nil
 }

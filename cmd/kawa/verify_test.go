@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/kawa-broker/kawa/cmd/internal/cli"
+	"github.com/kawa-broker/kawa/cmd/internal/clitest"
 )
 
 // TestVerifyAgainstKfake runs `kawa verify --brokers` against franz-go's
@@ -18,7 +21,7 @@ import (
 func TestVerifyAgainstKfake(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	out := mustRun(t, runVerify, "", "--brokers", testBroker(t), "--duration", "3s", "--faults", "none",
+	out := mustRun(t, runVerify, "", "--brokers", clitest.Broker(t), "--duration", "3s", "--faults", "none",
 		"--workers", "inproc", "--rate", "100", "--out", dir)
 	for _, want := range []string{"SEMANTIC", "at-most-once: PASS", "at-least-once: PASS", "exactly-once: PASS", "faults injected: 0"} {
 		if !strings.Contains(out, want) {
@@ -67,7 +70,7 @@ func TestVerifyUsage(t *testing.T) {
 	}
 	for _, args := range cases {
 		_, err := runCmd(t, runVerify, "", append(args, "--out", t.TempDir())...)
-		var usage *usageError
+		var usage *cli.UsageError
 		if !errors.As(err, &usage) {
 			t.Errorf("%v: err %v, want a usage error", args, err)
 		}

@@ -13,12 +13,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kawa-broker/kawa/cmd/internal/cli"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// produceBench is a parsed `kawa bench produce` invocation.
+// produceBench is a parsed `kawa-bench produce` invocation.
 type produceBench struct {
 	brokers       string
 	topic         string
@@ -79,9 +80,9 @@ func runBenchProduce(args []string, stdout io.Writer) error {
 }
 
 func parseBenchProduce(args []string) (*produceBench, *produceResult, error) {
-	fs := newFlagSet("bench produce", "kawa bench produce --topic T [flags]")
+	fs := cli.NewFlagSet("produce", "kawa-bench produce --topic T [flags]")
 	b := &produceBench{}
-	fs.StringVar(&b.brokers, "brokers", defaultBrokers, "comma-separated `host:port` list of seed brokers")
+	fs.StringVar(&b.brokers, "brokers", cli.DefaultBrokers, "comma-separated `host:port` list of seed brokers")
 	fs.StringVar(&b.topic, "topic", "bench", "topic; created with --partitions if missing")
 	fs.IntVar(&b.partitions, "partitions", 1, "partitions of the topic")
 	fs.IntVar(&b.producers, "producers", 1, "concurrent producers, each its own client")
@@ -96,18 +97,18 @@ func parseBenchProduce(args []string) (*produceBench, *produceResult, error) {
 	fs.BoolVar(&b.json, "json", false, "print one JSON object")
 	acks := fs.String("acks", "all", "all, 1 or 0")
 	idempotent := fs.Bool("idempotent", true, "idempotent producer; needs --acks all")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return nil, nil, err
 	}
 	if err := b.validate(fs); err != nil {
 		return nil, nil, err
 	}
-	opts, err := producerOpts(fs, *acks, *idempotent)
+	opts, err := cli.ProducerOpts(fs, *acks, *idempotent)
 	if err != nil {
 		return nil, nil, err
 	}
 	b.clientOpts = opts
-	b.partitionsSet = isSet(fs, "partitions")
+	b.partitionsSet = cli.IsSet(fs, "partitions")
 	res := &produceResult{
 		Bench: "produce", Topic: b.topic, Producers: b.producers, RecordSize: b.recordSize,
 		Acks: *acks, Idempotent: *idempotent && (*acks == "all" || *acks == "-1"), Sync: b.sync,
@@ -116,22 +117,22 @@ func parseBenchProduce(args []string) (*produceBench, *produceResult, error) {
 	return b, res, nil
 }
 
-func (b *produceBench) validate(fs *flagSet) error {
+func (b *produceBench) validate(fs *cli.FlagSet) error {
 	switch {
 	case b.topic == "":
-		return fs.usageErr("--topic is empty")
+		return fs.UsageErr("--topic is empty")
 	case b.partitions < 1:
-		return fs.usageErr("--partitions must be >= 1")
+		return fs.UsageErr("--partitions must be >= 1")
 	case b.producers < 1 || b.producers > 1024:
-		return fs.usageErr("--producers must be in [1, 1024]")
+		return fs.UsageErr("--producers must be in [1, 1024]")
 	case b.recordSize < 0 || b.recordSize > 64<<20:
-		return fs.usageErr("--record-size must be in [0, 64 MiB]")
+		return fs.UsageErr("--record-size must be in [0, 64 MiB]")
 	case b.duration <= 0:
-		return fs.usageErr("--duration must be positive")
+		return fs.UsageErr("--duration must be positive")
 	case b.maxBuffered < 1:
-		return fs.usageErr("--max-buffered-records must be >= 1")
+		return fs.UsageErr("--max-buffered-records must be >= 1")
 	case b.warmup < 0 || b.rate < 0 || b.linger < 0 || b.brokerPID < 0:
-		return fs.usageErr("--warmup, --rate, --linger and --broker-pid must be >= 0")
+		return fs.UsageErr("--warmup, --rate, --linger and --broker-pid must be >= 0")
 	}
 	return nil
 }
@@ -288,7 +289,7 @@ func (b *produceBench) produceLoop(ctx context.Context, cl *kgo.Client, st *prod
 
 // ensureTopic creates the topic if missing and returns its partition count.
 func (b *produceBench) ensureTopic(ctx context.Context) (int, error) {
-	cl, err := clientFor(newFlagSet("bench produce", ""), b.brokers)
+	cl, err := cli.ClientFor(cli.NewFlagSet("produce", ""), b.brokers)
 	if err != nil {
 		return 0, err
 	}
@@ -298,7 +299,7 @@ func (b *produceBench) ensureTopic(ctx context.Context) (int, error) {
 	defer cancel()
 	resp, err := adm.CreateTopic(tctx, int32(b.partitions), 1, nil, b.topic)
 	if err == nil {
-		err = withMessage(resp.Err, resp.ErrMessage)
+		err = cli.WithMessage(resp.Err, resp.ErrMessage)
 	}
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return 0, fmt.Errorf("create topic %s: %w", b.topic, err)
@@ -320,7 +321,7 @@ func (b *produceBench) ensureTopic(ctx context.Context) (int, error) {
 // newClients builds one kgo client per producer, so each has its own
 // connections and producer ID, as separate applications would.
 func (b *produceBench) newClients() ([]*kgo.Client, error) {
-	fs := newFlagSet("bench produce", "")
+	fs := cli.NewFlagSet("produce", "")
 	opts := append([]kgo.Opt{
 		kgo.DefaultProduceTopic(b.topic),
 		kgo.ProducerLinger(b.linger),
@@ -329,7 +330,7 @@ func (b *produceBench) newClients() ([]*kgo.Client, error) {
 	}, b.clientOpts...)
 	clients := make([]*kgo.Client, 0, b.producers)
 	for range b.producers {
-		cl, err := clientFor(fs, b.brokers, opts...)
+		cl, err := cli.ClientFor(fs, b.brokers, opts...)
 		if err != nil {
 			return clients, err
 		}

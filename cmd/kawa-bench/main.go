@@ -1,6 +1,5 @@
-// Benchmarks: `kawa bench`
-//
-// `kawa bench` drives any Kafka-compatible broker with franz-go and reports
+// Command kawa-bench is Kawa's benchmark harness, kept out of the broker
+// binary so that `kawa` links no benchmark peer (kfake): it drives any Kafka-compatible broker with franz-go and reports
 // throughput, publish latency and (with --broker-pid) the broker's CPU and
 // peak RSS. The method is /work/shared/bench-protocol.md's: compare systems
 // only as ratios measured in the same run, interleaved, broker restarted per
@@ -8,15 +7,15 @@
 //
 // # Kawa
 //
-//	go build -o /tmp/kawa ./cmd/kawa
+//	go build -o /tmp/kawa ./cmd/kawa && go build -o /tmp/kawa-bench ./cmd/kawa-bench
 //	/tmp/kawa serve --data-dir /tmp/kawa-bench --fsync=always &   # or --fsync=never
 //	BROKER=$!
-//	/tmp/kawa bench produce --topic bench --partitions 1 --producers 1 \
+//	/tmp/kawa-bench produce --topic bench --partitions 1 --producers 1 \
 //	    --record-size 1024 --duration 20s --warmup 5s --acks all --idempotent \
 //	    --broker-pid $BROKER --json >> results.jsonl
-//	/tmp/kawa bench produce --topic bench8 --partitions 8 --producers 8 \
+//	/tmp/kawa-bench produce --topic bench8 --partitions 8 --producers 8 \
 //	    --broker-pid $BROKER --json >> results.jsonl
-//	/tmp/kawa bench fetch --topic bench --broker-pid $BROKER --json >> results.jsonl
+//	/tmp/kawa-bench fetch --topic bench --broker-pid $BROKER --json >> results.jsonl
 //	kill $BROKER; wait $BROKER; rm -rf /tmp/kawa-bench
 //
 // (Check `kawa serve -h` for the exact serve flags.) For the "fetch a 1 GiB
@@ -27,10 +26,10 @@
 //
 // # kfake peer (franz-go's in-process Go broker)
 //
-//	/tmp/kawa bench peer-kfake --port 19092 --data-dir /tmp/kfake-bench &                # no fsync before ack
-//	/tmp/kawa bench peer-kfake --port 19092 --data-dir /tmp/kfake-bench --sync-writes &  # fsync per batch
+//	/tmp/kawa-bench peer-kfake --port 19092 --data-dir /tmp/kfake-bench &                # no fsync before ack
+//	/tmp/kawa-bench peer-kfake --port 19092 --data-dir /tmp/kfake-bench --sync-writes &  # fsync per batch
 //	PEER=$!
-//	/tmp/kawa bench produce --brokers 127.0.0.1:19092 --topic bench --broker-pid $PEER --json
+//	/tmp/kawa-bench produce --brokers 127.0.0.1:19092 --topic bench --broker-pid $PEER --json
 //	kill $PEER; wait $PEER; rm -rf /tmp/kfake-bench
 //
 // Compare only at equal durability: Kawa --fsync=always with kfake
@@ -63,10 +62,10 @@
 // MB is 10^6 bytes; MiB and GiB are powers of two. With --json each run
 // prints exactly one JSON object on one line, so results append to a JSONL
 // file and a script computes per-round ratios.
+//   - txn: transactional against plain produce in one run (kawa-bench txn -h).
 //
-// (This block is deliberately detached from the package clause: the package
-// doc is in main.go.)
-
+// Exit status and messages follow cmd/kawa's (cmd/internal/cli): 0 on
+// success, 2 on a usage error, 1 on any other failure.
 package main
 
 import (
@@ -74,24 +73,32 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"time"
+
+	"github.com/kawa-broker/kawa/cmd/internal/cli"
 )
 
-const benchUsage = `usage: kawa bench <produce|fetch|peer-kfake> [flags]
+const benchUsage = `usage: kawa-bench <produce|fetch|peer-kfake|txn> [flags]
 
-  kawa bench produce --topic T [--partitions N] [--producers K] [--record-size B]
+  kawa-bench produce --topic T [--partitions N] [--producers K] [--record-size B]
                      [--duration D] [--warmup D] [--rate R] [--sync] [--acks all|1|0]
                      [--idempotent] [--broker-pid PID] [--json]
-  kawa bench fetch   --topic T [--broker-pid PID] [--json]
-  kawa bench peer-kfake [--port 19092] [--data-dir D] [--sync-writes]
+  kawa-bench fetch   --topic T [--broker-pid PID] [--json]
+  kawa-bench peer-kfake [--port 19092] [--data-dir D] [--sync-writes]
+  kawa-bench txn     [--topic T] [--partitions 8] [--commit-every 10ms,100ms,1s] [--json]
 
-Run 'kawa bench <mode> -h' for every flag.
+Run 'kawa-bench <mode> -h' for every flag.
 `
 
-// runBench implements `kawa bench`.
+func main() {
+	os.Exit(cli.ExitStatus("kawa-bench", runBench(os.Args[1:], os.Stdin, os.Stdout), os.Stdout, os.Stderr))
+}
+
+// runBench dispatches a bench mode.
 func runBench(args []string, stdin io.Reader, stdout io.Writer) error {
 	if len(args) == 0 {
-		return usageErrorf("bench", benchUsage, "missing bench mode")
+		return cli.UsageErrorf("", benchUsage, "missing bench mode")
 	}
 	switch args[0] {
 	case "produce":
@@ -100,10 +107,12 @@ func runBench(args []string, stdin io.Reader, stdout io.Writer) error {
 		return runBenchFetch(args[1:], stdout)
 	case "peer-kfake":
 		return runBenchPeerKfake(args[1:], stdout)
+	case "txn":
+		return runTxnBench(args[1:], stdout)
 	case "-h", "--help", "help":
-		return &helpRequest{usage: benchUsage}
+		return cli.Help(benchUsage)
 	}
-	return usageErrorf("bench", benchUsage, "unknown bench mode %q", args[0])
+	return cli.UsageErrorf("", benchUsage, "unknown bench mode %q", args[0])
 }
 
 // latencySummary is a histogram's summary in microseconds.

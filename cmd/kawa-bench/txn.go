@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kawa-broker/kawa/cmd/internal/cli"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -47,9 +48,9 @@ type txnCell struct {
 }
 
 func runTxnBench(args []string, stdout io.Writer) error {
-	fs := newFlagSet("txn bench", "kawa txn bench [--topic T] [--partitions 8] [--record-size 1024] [--commit-every 10ms,100ms,1s] [--duration 5s] [--warmup 2s] [--json]")
+	fs := cli.NewFlagSet("txn", "kawa-bench txn [--topic T] [--partitions 8] [--record-size 1024] [--commit-every 10ms,100ms,1s] [--duration 5s] [--warmup 2s] [--json]")
 	b := &txnBench{}
-	brokers := brokersFlag(fs)
+	brokers := cli.BrokersFlag(fs)
 	fs.StringVar(&b.topic, "topic", "txn-bench", "topic to write (created if missing)")
 	parts := fs.Int("partitions", 8, "partitions of the topic and of every transaction")
 	fs.IntVar(&b.recordSize, "record-size", 1024, "value size in bytes")
@@ -57,21 +58,21 @@ func runTxnBench(args []string, stdout io.Writer) error {
 	fs.DurationVar(&b.duration, "duration", 5*time.Second, "measured time per cell")
 	fs.DurationVar(&b.warmup, "warmup", 2*time.Second, "unmeasured plain writes before the first cell")
 	fs.BoolVar(&b.json, "json", false, "print one JSON object per cell")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	b.brokers, b.partitions = *brokers, int32(*parts)
 	for _, s := range strings.Split(*every, ",") {
 		d, err := time.ParseDuration(strings.TrimSpace(s))
 		if err != nil || d <= 0 {
-			return fs.usageErr("--commit-every: bad interval %q", s)
+			return fs.UsageErr("--commit-every: bad interval %q", s)
 		}
 		b.intervals = append(b.intervals, d)
 	}
 	if b.partitions <= 0 || b.recordSize <= 0 || b.duration <= 0 {
-		return fs.usageErr("--partitions, --record-size and --duration must be positive")
+		return fs.UsageErr("--partitions, --record-size and --duration must be positive")
 	}
-	if _, err := seedBrokers(fs, b.brokers); err != nil {
+	if _, err := cli.SeedBrokers(fs, b.brokers); err != nil {
 		return err
 	}
 	return b.run(stdout)

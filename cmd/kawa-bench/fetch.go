@@ -10,11 +10,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kawa-broker/kawa/cmd/internal/cli"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// fetchBench is a parsed `kawa bench fetch` invocation.
+// fetchBench is a parsed `kawa-bench fetch` invocation.
 type fetchBench struct {
 	brokers           string
 	topic             string
@@ -42,20 +43,20 @@ type fetchResult struct {
 }
 
 func runBenchFetch(args []string, stdout io.Writer) error {
-	fs := newFlagSet("bench fetch", "kawa bench fetch --topic T [flags]")
+	fs := cli.NewFlagSet("fetch", "kawa-bench fetch --topic T [flags]")
 	b := &fetchBench{}
-	fs.StringVar(&b.brokers, "brokers", defaultBrokers, "comma-separated `host:port` list of seed brokers")
+	fs.StringVar(&b.brokers, "brokers", cli.DefaultBrokers, "comma-separated `host:port` list of seed brokers")
 	fs.StringVar(&b.topic, "topic", "bench", "topic to read from its log start to its current end")
 	fs.DurationVar(&b.idle, "idle-timeout", 5*time.Second, "give up after this long without a record")
 	fs.IntVar(&b.fetchMaxBytes, "fetch-max-bytes", 50<<20, "fetch.max.bytes per request")
 	fs.IntVar(&b.partitionMaxBytes, "partition-max-bytes", 1<<20, "max.partition.fetch.bytes")
 	fs.IntVar(&b.brokerPID, "broker-pid", 0, "broker process to sample for CPU and peak RSS")
 	fs.BoolVar(&b.json, "json", false, "print one JSON object")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if b.topic == "" || b.idle <= 0 || b.fetchMaxBytes <= 0 || b.partitionMaxBytes <= 0 || b.brokerPID < 0 {
-		return fs.usageErr("--topic must be set and sizes, --idle-timeout and --broker-pid positive")
+		return fs.UsageErr("--topic must be set and sizes, --idle-timeout and --broker-pid positive")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -74,8 +75,8 @@ func runBenchFetch(args []string, stdout io.Writer) error {
 
 // run reads every partition from its start offset to the end offset listed
 // before the first fetch.
-func (b *fetchBench) run(ctx context.Context, fs *flagSet, res *fetchResult) error {
-	cl, err := clientFor(fs, b.brokers,
+func (b *fetchBench) run(ctx context.Context, fs *cli.FlagSet, res *fetchResult) error {
+	cl, err := cli.ClientFor(fs, b.brokers,
 		kgo.FetchMaxBytes(int32(b.fetchMaxBytes)),
 		kgo.FetchMaxPartitionBytes(int32(b.partitionMaxBytes)))
 	if err != nil {
@@ -154,7 +155,7 @@ func (b *fetchBench) drain(ctx context.Context, cl *kgo.Client, ends map[int32]i
 		if ctx.Err() != nil {
 			return last, nil
 		}
-		if err := fetchError(fetches); err != nil {
+		if err := cli.FetchError(fetches); err != nil {
 			return last, err
 		}
 		if fetches.NumRecords() == 0 && pctx.Err() != nil {

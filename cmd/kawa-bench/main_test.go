@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -9,8 +10,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/kawa-broker/kawa/cmd/internal/cli"
+	"github.com/kawa-broker/kawa/cmd/internal/clitest"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestBenchProduceThenFetch: a short produce run reports consistent JSON
@@ -18,10 +24,10 @@ import (
 // which hosts kfake), and a fetch run reads back exactly what is in the log.
 func TestBenchProduceThenFetch(t *testing.T) {
 	t.Parallel()
-	addr := testBroker(t)
-	topic := uniqueName(t, "bench")
+	addr := clitest.Broker(t)
+	topic := clitest.UniqueName(t, "bench")
 	pid := strconv.Itoa(os.Getpid())
-	out := mustRun(t, runBench, "", "produce", "--brokers", addr, "--topic", topic, "--partitions", "2",
+	out := mustRun(t, "produce", "--brokers", addr, "--topic", topic, "--partitions", "2",
 		"--producers", "2", "--record-size", "100", "--duration", "1s", "--warmup", "200ms",
 		"--broker-pid", pid, "--json")
 	var p produceResult
@@ -41,7 +47,7 @@ func TestBenchProduceThenFetch(t *testing.T) {
 		t.Errorf("broker usage %+v", p.Broker)
 	}
 
-	out = mustRun(t, runBench, "", "fetch", "--brokers", addr, "--topic", topic, "--json")
+	out = mustRun(t, "fetch", "--brokers", addr, "--topic", topic, "--json")
 	var f fetchResult
 	decodeOne(t, out, &f)
 	if f.Bench != "fetch" || f.Partitions != 2 || !f.Complete || f.Records != f.Expected || f.Bytes != 100*f.Records {
@@ -58,8 +64,8 @@ func TestBenchProduceThenFetch(t *testing.T) {
 // many records are sent (200/s for 0.5s) and each gets one latency sample.
 func TestBenchProduceSyncRate(t *testing.T) {
 	t.Parallel()
-	addr := testBroker(t)
-	out := mustRun(t, runBench, "", "produce", "--brokers", addr, "--topic", uniqueName(t, "sync"),
+	addr := clitest.Broker(t)
+	out := mustRun(t, "produce", "--brokers", addr, "--topic", clitest.UniqueName(t, "sync"),
 		"--sync", "--rate", "200", "--duration", "500ms", "--warmup", "0s", "--acks", "1")
 	lines := strings.Split(out, "\n")
 	if !strings.Contains(lines[0], "1 partitions, 1 producers, 1024 B records, acks=1 sync, 0.5s window after 0.0s warmup") {
@@ -72,9 +78,9 @@ func TestBenchProduceSyncRate(t *testing.T) {
 
 func TestBenchFetchEmptyTopic(t *testing.T) {
 	t.Parallel()
-	addr := testBroker(t)
-	topic := testTopic(t, addr, 3)
-	_, err := runCmd(t, runBench, "", "fetch", "--brokers", addr, "--topic", topic)
+	addr := clitest.Broker(t)
+	topic := clitest.Topic(t, addr, 3)
+	_, err := runCmd(t, "fetch", "--brokers", addr, "--topic", topic)
 	if err == nil || !strings.HasSuffix(err.Error(), "has no records to fetch (3 partitions)") {
 		t.Errorf("err %v", err)
 	}
@@ -87,16 +93,31 @@ func TestBenchPeerKfake(t *testing.T) {
 	dir := t.TempDir()
 	addr, stop := startPeer(t, kfake.Ports(0), kfake.DataDir(dir), kfake.SyncWrites())
 	topic := "peer"
-	mustRun(t, runTopic, "", "create", topic, "--brokers", addr)
-	mustRun(t, runProduce, "a\nb\nc\n", "--brokers", addr, "--topic", topic)
+	cl := clitest.Client(t, addr)
+	if _, err := kadm.NewClient(cl).CreateTopic(context.Background(), 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"a", "b", "c"} {
+		if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: topic, Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl.Close()
 	stop()
 
 	addr, stop = startPeer(t, kfake.Ports(0), kfake.DataDir(dir))
 	defer stop()
-	out := mustRun(t, runConsume, "", "--brokers", addr, "--topic", topic, "--from-beginning", "--max-messages", "3")
-	if out != "a\nb\nc\n" {
-		t.Errorf("after restart: %q", out)
+	cl = clitest.Client(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	var got []string
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for len(got) < 3 && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
 	}
+	if strings.Join(got, ",") != "a,b,c" {
+		t.Errorf("after restart: %q", got)
+	}
+	cl.Close()
 }
 
 // startPeer runs servePeerKfake until the returned stop is called, which
@@ -138,5 +159,35 @@ func decodeOne(t *testing.T, out string, v any) {
 	}
 	if err := json.Unmarshal([]byte(out), v); err != nil {
 		t.Fatalf("%v: %q", err, out)
+	}
+}
+
+// TestExitStatus: usage errors exit 2 naming the mode, help exits 0.
+func TestExitStatus(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		args      []string
+		status    int
+		stderr1   string
+		stdoutPfx string
+	}{
+		{nil, 2, "kawa-bench: missing bench mode", ""},
+		{[]string{"nope"}, 2, `kawa-bench: unknown bench mode "nope"`, ""},
+		{[]string{"produce", "--producers", "0"}, 2, "kawa-bench produce: --producers must be in [1, 1024]", ""},
+		{[]string{"peer-kfake", "--sync-writes"}, 2, "kawa-bench peer-kfake: --sync-writes needs --data-dir", ""},
+		{[]string{"fetch", "-h"}, 0, "", "usage: kawa-bench fetch --topic T [flags]"},
+		{[]string{"txn", "-h"}, 0, "", "usage: kawa-bench txn "},
+	} {
+		var stdout, stderr bytes.Buffer
+		status := cli.ExitStatus("kawa-bench", runBench(tt.args, strings.NewReader(""), &stdout), &stdout, &stderr)
+		if status != tt.status {
+			t.Errorf("%q: status %d, want %d; stderr:\n%s", tt.args, status, tt.status, stderr.String())
+		}
+		if first, _, _ := strings.Cut(stderr.String(), "\n"); first != tt.stderr1 {
+			t.Errorf("%q: stderr first line %q, want %q", tt.args, first, tt.stderr1)
+		}
+		if !strings.HasPrefix(stdout.String(), tt.stdoutPfx) {
+			t.Errorf("%q: stdout %q, want prefix %q", tt.args, stdout.String(), tt.stdoutPfx)
+		}
 	}
 }
