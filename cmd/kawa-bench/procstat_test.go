@@ -2,37 +2,10 @@ package main
 
 import (
 	"os"
-	"strings"
 	"testing"
+
+	"github.com/kawa-broker/kawa/cmd/internal/procstat"
 )
-
-func TestParseStatCPU(t *testing.T) {
-	t.Parallel()
-	// A command name with spaces and parentheses; utime 1234, stime 566.
-	stat := "4242 (my (odd) cmd) S 1 4242 4242 0 -1 4194560 100 0 0 0 1234 566 0 0 20 0 9 0 12345 1000000 250 18446744073709551615\n"
-	ticks, err := parseStatCPU([]byte(stat))
-	if err != nil || ticks != 1800 {
-		t.Errorf("got %d, %v; want 1800", ticks, err)
-	}
-	if _, err := parseStatCPU([]byte("4242 (x) S 1 2")); err == nil {
-		t.Error("short stat line accepted")
-	}
-	if _, err := parseStatCPU([]byte("no parens")); err == nil {
-		t.Error("stat line without ')' accepted")
-	}
-}
-
-func TestParseStatusKB(t *testing.T) {
-	t.Parallel()
-	status := "Name:\tkawa\nVmPeak:\t  999 kB\nVmHWM:\t   20480 kB\nVmRSS:\t   10240 kB\n"
-	got, err := parseStatusKB(strings.NewReader(status), "VmHWM:")
-	if err != nil || got != 20480*1024 {
-		t.Errorf("got %d, %v; want %d", got, err, 20480*1024)
-	}
-	if _, err := parseStatusKB(strings.NewReader("Name:\tx\n"), "VmHWM:"); err == nil {
-		t.Error("missing VmHWM accepted")
-	}
-}
 
 // TestBrokerSamplerSelf samples this test process, which is running.
 func TestBrokerSamplerSelf(t *testing.T) {
@@ -48,7 +21,7 @@ func TestBrokerSamplerSelf(t *testing.T) {
 	if u.PID != os.Getpid() || u.CPUSeconds < 0 || u.PeakRSSBytes < 1<<20 || u.CPUPerGiB != u.CPUSeconds {
 		t.Errorf("usage %+v", u)
 	}
-	if _, err := procCPUSeconds(-1); err == nil {
+	if _, err := procstat.CPUSeconds(-1); err == nil {
 		t.Error("pid -1 accepted")
 	}
 	off := &brokerSampler{}

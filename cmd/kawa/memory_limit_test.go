@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kawa-broker/kawa/cmd/internal/procstat"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -32,7 +33,7 @@ func TestInFlightRequestMemoryCapped(t *testing.T) {
 	)
 	p := startKawa(t, t.TempDir(), "--queued-max-request-bytes", fmt.Sprint(cap), "--request-read-timeout", "10s")
 	pid := p.cmd.Process.Pid
-	base, err := procPeakRSS(pid)
+	base, err := procstat.PeakRSS(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,12 +72,12 @@ func TestInFlightRequestMemoryCapped(t *testing.T) {
 			t.Fatal("a trickling connection was not closed by the broker")
 		}
 	}
-	peak, err := procPeakRSS(pid)
+	peak, err := procstat.PeakRSS(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f, _ := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	rss, _ := parseStatusKB(f, "VmRSS:")
+	rss, _ := procstat.ParseStatusKB(f, "VmRSS:")
 	f.Close()
 	t.Logf("kawa serve: peak RSS %d MiB (before the attack %d MiB, now %d MiB) with %d connections each declaring %d MiB and sending %d MiB; queued.max.request.bytes %d MiB",
 		peak>>20, base>>20, rss>>20, conns, declared>>20, sent>>20, cap>>20)
