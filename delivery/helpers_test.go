@@ -42,6 +42,25 @@ type seen struct {
 	order  map[string][]string // key -> values in handling order
 	target int
 	done   chan struct{}
+	waits  []waiter
+}
+
+type waiter struct {
+	n  int
+	ch chan struct{}
+}
+
+// until returns a channel closed once n distinct values have been handled.
+func (s *seen) until(n int) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := make(chan struct{})
+	if len(s.count) >= n {
+		close(ch)
+	} else {
+		s.waits = append(s.waits, waiter{n, ch})
+	}
+	return ch
 }
 
 func newSeen(target int) *seen {
@@ -57,6 +76,13 @@ func (s *seen) add(r *kgo.Record) {
 	if len(s.count) == s.target {
 		close(s.done)
 	}
+	for i := 0; i < len(s.waits); i++ {
+		if len(s.count) >= s.waits[i].n {
+			close(s.waits[i].ch)
+			s.waits = append(s.waits[:i], s.waits[i+1:]...)
+			i--
+		}
+	}
 }
 
 func (s *seen) wait(t *testing.T, d time.Duration) {
@@ -70,25 +96,25 @@ func (s *seen) wait(t *testing.T, d time.Duration) {
 	}
 }
 
-// runLoop runs c in a goroutine and returns a stop function that cancels it
-// and returns Run's error.
-func runLoop(t *testing.T, c *delivery.Consumer) (stop func() error, errc <-chan error) {
+// runLoop runs c in a goroutine. stop cancels it and returns Run's error;
+// done is closed when Run has returned (then stop returns at once).
+func runLoop(t *testing.T, c *delivery.Consumer) (stop func() error, done <-chan struct{}) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	ch := make(chan error, 1)
-	go func() { ch <- c.Run(ctx) }()
-	var once sync.Once
+	ch := make(chan struct{})
 	var err error
+	go func() {
+		defer close(ch)
+		err = c.Run(ctx)
+	}()
 	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case err = <-ch:
-			case <-time.After(30 * time.Second):
-				err = fmt.Errorf("Run did not return within 30s of cancel")
-			}
-		})
-		return err
+		cancel()
+		select {
+		case <-ch:
+			return err
+		case <-time.After(30 * time.Second):
+			return fmt.Errorf("Run did not return within 30s of cancel")
+		}
 	}
 	t.Cleanup(func() { _ = stop() })
 	return stop, ch
@@ -183,9 +209,22 @@ type recHooks struct {
 	errs     []error
 	inFlight int
 	onDLT    chan struct{}
+	onPark   chan struct{}
 }
 
-func newRecHooks() *recHooks { return &recHooks{onDLT: make(chan struct{}, 100)} }
+func newRecHooks() *recHooks {
+	return &recHooks{onDLT: make(chan struct{}, 100), onPark: make(chan struct{}, 100)}
+}
+
+// waitChan fails the test when ch does not fire within a minute.
+func waitChan(t *testing.T, what string, ch <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s: not within 60s", what)
+	}
+}
 
 func (h *recHooks) OnCommit(o map[string]map[int32]kgo.EpochOffset, _ time.Duration, err error) {
 	if err != nil {
@@ -207,6 +246,7 @@ func (h *recHooks) OnParked(r *kgo.Record, _ string) {
 	h.mu.Lock()
 	h.parked = append(h.parked, r)
 	h.mu.Unlock()
+	h.onPark <- struct{}{}
 }
 
 func (h *recHooks) OnPanic(*kgo.Record, *delivery.PanicError) {
@@ -231,4 +271,13 @@ func (h *recHooks) OnInFlight(d int) {
 	h.mu.Lock()
 	h.inFlight += d
 	h.mu.Unlock()
+}
+
+func (h *recHooks) waitDLT(t *testing.T) {
+	t.Helper()
+	select {
+	case <-h.onDLT:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no dead-letter write acknowledged within 60s")
+	}
 }
