@@ -282,7 +282,10 @@ func (b *Broker) Close() error {
 			if p == nil {
 				continue
 			}
-			if err := p.Close(); err != nil {
+			// An offline partition (sticky write or fsync error) reported
+			// its error when it went offline; closing it repeats it.
+			offline := p.Err()
+			if err := p.Close(); err != nil && offline == nil {
 				errs = append(errs, err)
 			}
 		}

@@ -105,7 +105,9 @@ func (b *Broker) produce(ctx context.Context, r *kmsg.ProduceRequest) reply {
 				if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 					code = kerr.RequestTimedOut.Code
 				}
-				resp.Topics[w.ti].Partitions[w.pi].ErrorCode = code
+				sp := &resp.Topics[w.ti].Partitions[w.pi]
+				// Kafka answers a failed partition with offsets -1 (PartitionResponse(error)).
+				sp.ErrorCode, sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = code, -1, -1, -1
 			}
 		}
 		return resp, nil

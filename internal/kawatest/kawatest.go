@@ -26,6 +26,7 @@ import (
 type Broker struct {
 	t      testing.TB
 	Addr   string
+	FS     vfs.FS // the file system holding Dir: vfs.OS, or what NewBrokerOn was given
 	Dir    string
 	Config config.Broker
 	B      *broker.Broker
@@ -48,14 +49,33 @@ func NewBroker(t testing.TB, opts ...Option) *Broker {
 	return Start(t, cfg)
 }
 
+// NewBrokerOn starts a broker whose files all live in fsys, under the data
+// dir /kawa-data unless an option sets another; it stops at cleanup. Tests
+// pass a *vfs.MemFS to simulate power cuts (see PowerCut) or a *vfs.ErrorFS
+// to fail chosen writes and fsyncs.
+func NewBrokerOn(t testing.TB, fsys vfs.FS, opts ...Option) *Broker {
+	t.Helper()
+	cfg := config.Broker{Listen: "127.0.0.1:0", DataDir: "/kawa-data", AutoCreateTopics: true}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return StartOn(t, fsys, cfg)
+}
+
 // WithDir runs the broker on an existing data directory (restart tests).
 func WithDir(dir string) Option { return func(c *config.Broker) { c.DataDir = dir } }
 
 // WithFsync sets the flush policy.
 func WithFsync(f config.Fsync) Option { return func(c *config.Broker) { c.Fsync = f } }
 
-// Start starts a broker with cfg.
+// Start starts a broker with cfg on the real file system.
 func Start(t testing.TB, cfg config.Broker) *Broker {
+	t.Helper()
+	return StartOn(t, vfs.OS, cfg)
+}
+
+// StartOn starts a broker with cfg whose files live in fsys.
+func StartOn(t testing.TB, fsys vfs.FS, cfg config.Broker) *Broker {
 	t.Helper()
 	cfg = cfg.WithDefaults()
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -68,13 +88,13 @@ func Start(t testing.TB, cfg config.Broker) *Broker {
 	if os.Getenv("KAWA_TEST_LOG") != "" {
 		lg = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	b, err := broker.Open(vfs.OS, cfg, host, int32(port), lg, nil)
+	b, err := broker.Open(fsys, cfg, host, int32(port), lg, nil)
 	if err != nil {
 		ln.Close()
 		t.Fatalf("kawatest: open broker: %v", err)
 	}
 	srv := server.New(server.ConfigFrom(cfg, lg), b)
-	kb := &Broker{t: t, Addr: ln.Addr().String(), Dir: cfg.DataDir, Config: cfg, B: b, srv: srv, done: make(chan error, 1)}
+	kb := &Broker{t: t, Addr: ln.Addr().String(), FS: fsys, Dir: cfg.DataDir, Config: cfg, B: b, srv: srv, done: make(chan error, 1)}
 	go func() { kb.done <- srv.Serve(ln) }()
 	t.Cleanup(kb.Close)
 	return kb
@@ -102,7 +122,26 @@ func (k *Broker) Restart() *Broker {
 	k.Close()
 	cfg := k.Config
 	cfg.Listen = "127.0.0.1:0"
-	return Start(k.t, cfg)
+	return StartOn(k.t, k.FS, cfg)
+}
+
+// PowerCut simulates a power loss: it takes the durable view of the broker's
+// *vfs.MemFS (file contents as of their last fsync, directory entries as of
+// their directory's last fsync; vfs.MemFS.CrashClone) at this instant, stops
+// this broker, and starts a new one on that view with the same config (a new
+// port). It fails the test if the broker does not run on a *vfs.MemFS or the
+// new broker does not start.
+func (k *Broker) PowerCut() *Broker {
+	k.t.Helper()
+	mem, ok := k.FS.(*vfs.MemFS)
+	if !ok {
+		k.t.Fatalf("kawatest: PowerCut needs a broker on a *vfs.MemFS, have %T", k.FS)
+	}
+	durable := mem.CrashClone()
+	k.Close()
+	cfg := k.Config
+	cfg.Listen = "127.0.0.1:0"
+	return StartOn(k.t, durable, cfg)
 }
 
 // Client returns a kgo client for the broker, closed at cleanup.

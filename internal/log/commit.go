@@ -173,6 +173,11 @@ func (l *Log) syncActive() error {
 	return nil
 }
 
+// Err returns the log's sticky write or fsync error: nil while the log is healthy, and once a write or fsync
+// failed, that error for good (the fsyncgate lesson: after a failed fsync the kernel may have dropped the dirty
+// pages, so nothing written since can be trusted until a restart recovers the log from disk).
+func (l *Log) Err() error { return l.commit.sticky() }
+
 // DurableEnd is the offset below which data is durable per the policy: fsynced data for FsyncAlways, End() for
 // the others.
 func (l *Log) DurableEnd() int64 {

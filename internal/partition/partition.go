@@ -53,6 +53,7 @@ type Partition struct {
 	sinceSnapshot int64        // bytes appended since the last snapshot
 	aborted       []AbortedTxn // sorted by LastOffset; persisted in txnindex.go
 	replaying     bool         // Open's log scan: index entries are re-derived, not appended
+	offlineLogged atomic.Bool  // the partition went offline (sticky log error) and said so
 	durableAlways bool
 
 	// pubMu is a leaf lock: it orders publications of offs, guards unstable
@@ -202,7 +203,7 @@ func (p *Partition) Append(b []byte, h batch.Header, logAppendTime bool, now tim
 	}
 	base, err := p.log.Append(b)
 	if err != nil {
-		return AppendResult{}, storageError(err)
+		return AppendResult{}, p.offline(err)
 	}
 	last := base + int64(h.LastOffsetDelta)
 	p.producers.Update(info, base, last, appendTime, now)
@@ -230,7 +231,7 @@ func (p *Partition) afterAppendLocked(n int64) {
 // (acks=all), or ctx ends.
 func (p *Partition) WaitDurable(ctx context.Context, end int64) error {
 	if err := p.log.WaitDurable(ctx, end); err != nil {
-		return storageError(err)
+		return p.offline(err)
 	}
 	// The log's OnDurable callback may not have run yet; raise the HW here
 	// so that an acknowledged acks=all write is visible to a Fetch or
@@ -252,7 +253,7 @@ func (p *Partition) WriteMarker(m producer.MarkerInfo, now time.Time) (int64, er
 	}
 	off, err := p.log.Append(b)
 	if err != nil {
-		return 0, storageError(err)
+		return 0, p.offline(err)
 	}
 	p.applyMarkerLocked(m, off, now)
 	p.afterAppendLocked(int64(len(b)))
@@ -283,6 +284,9 @@ var ErrOffsetOutOfRange = kerr.OffsetOutOfRange
 // returned whole even if larger, KIP-74), bounded by the HW (read_uncommitted)
 // or the LSO (read_committed).
 func (p *Partition) Read(offset int64, maxBytes int, isolation int8) (ReadResult, error) {
+	if err := p.log.Err(); err != nil {
+		return ReadResult{HighWatermark: -1, LastStableOffset: -1, LogStart: -1}, p.offline(err)
+	}
 	o := p.offs.Load()
 	hw, lso := o.hw, o.lso
 	res := ReadResult{HighWatermark: hw, LastStableOffset: lso, LogStart: p.log.Start()}
@@ -381,6 +385,9 @@ func (p *Partition) DeleteRecords(offset int64) (int64, error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if err := p.log.Err(); err != nil {
+		return -1, p.offline(err)
+	}
 	if offset <= p.log.Start() {
 		return p.log.Start(), nil
 	}
@@ -441,6 +448,30 @@ func (p *Partition) Delete() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.log.Delete()
+}
+
+// Err returns the sticky storage error that took the partition offline (a
+// failed write or fsync of its log), or nil while it serves. It wraps
+// kerr.KafkaStorageError and the cause.
+func (p *Partition) Err() error {
+	if err := p.log.Err(); err != nil {
+		return storageError(err)
+	}
+	return nil
+}
+
+// offline reports a log error as KAFKA_STORAGE_ERROR and, when the log's
+// write or fsync failed (a sticky error), logs once that the partition went
+// offline.
+// From then on Append, WriteMarker, Read and DeleteRecords fail with it until
+// a restart recovers the log from what is on disk; other partitions keep
+// serving.
+func (p *Partition) offline(err error) error {
+	if p.log.Err() != nil && p.offlineLogged.CompareAndSwap(false, true) {
+		p.lg.Error("partition offline after a storage error; restart to recover it from disk",
+			"topic", p.Topic, "partition", p.Index, "err", p.log.Err())
+	}
+	return storageError(err)
 }
 
 // storageError reports err as KAFKA_STORAGE_ERROR (the per-partition code the

@@ -25,19 +25,8 @@ const TempSuffix = ".tmp"
 // Errors name the step and wrap the FS error.
 func WriteFileAtomic(fsys FS, name string, b []byte) error {
 	tmp := name + TempSuffix
-	f, err := fsys.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return fmt.Errorf("vfs: create %s: %w", tmp, err)
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("vfs: write %s: %w", tmp, err)
+	if err := writeSynced(fsys, tmp, os.O_TRUNC, b); err != nil {
+		return err
 	}
 	if err := fsys.Rename(tmp, name); err != nil {
 		return fmt.Errorf("vfs: rename %s: %w", tmp, err)
@@ -56,7 +45,21 @@ func WriteFileAtomic(fsys FS, name string, b []byte) error {
 func AppendFile(fsys FS, name string, b []byte) error {
 	_, statErr := fsys.Stat(name)
 	created := errors.Is(statErr, os.ErrNotExist)
-	f, err := fsys.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err := writeSynced(fsys, name, os.O_APPEND, b); err != nil {
+		return err
+	}
+	if created {
+		if err := fsys.SyncDir(filepath.Dir(name)); err != nil {
+			return fmt.Errorf("vfs: fsync directory of %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// writeSynced opens name for writing with O_CREATE and mode (O_TRUNC or
+// O_APPEND), writes b, fsyncs and closes it; the first error wins.
+func writeSynced(fsys FS, name string, mode int, b []byte) error {
+	f, err := fsys.OpenFile(name, os.O_CREATE|os.O_WRONLY|mode, 0o644)
 	if err != nil {
 		return fmt.Errorf("vfs: open %s: %w", name, err)
 	}
@@ -68,12 +71,7 @@ func AppendFile(fsys FS, name string, b []byte) error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("vfs: append to %s: %w", name, err)
-	}
-	if created {
-		if err := fsys.SyncDir(filepath.Dir(name)); err != nil {
-			return fmt.Errorf("vfs: fsync directory of %s: %w", name, err)
-		}
+		return fmt.Errorf("vfs: write %s: %w", name, err)
 	}
 	return nil
 }
