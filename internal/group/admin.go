@@ -172,7 +172,8 @@ func (c *Coordinator) removeGroupLocked(g *group) *write {
 	for k := range g.inflight {
 		keys[k] = true
 	}
-	keys[string(groupKey(g.name))] = true
+	keys[string(groupKey(g.name))] = true // the version-1 record a group may still have
+	keys[string(groupMetadataKey(g.name))] = true
 	recs := make([]Record, 0, len(keys))
 	for k := range keys {
 		recs = append(recs, Record{Key: []byte(k)})

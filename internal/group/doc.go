@@ -43,8 +43,11 @@
 // Store said the records are durable. Memory changes only after that and in log order, so what
 // OffsetFetch, ListGroups and DescribeGroups show is exactly what Load would rebuild after a crash
 // (BL-18, BL-19). A failed append changes nothing and answers COORDINATOR_NOT_AVAILABLE.
-// Group records (protocol type, generation, Empty time) are written after each generation without
-// waiting: members are not restored after a restart; they rejoin, as Kafka allows.
+// Group metadata records are Kafka's (GroupMetadataKey v2, GroupMetadataValue): one without members at
+// each generation change, written without waiting, and one with every member and its assignment that
+// the leader's SyncGroup waits for before anyone gets an assignment (Kafka's storeGroup). After a
+// restart a group whose assignment was stored is Stable again with its members, whose sessions start
+// at the load; members heartbeat on without a rebalance. Other groups come back Empty.
 //
 // Transactional offsets are staged durably and reach the committed offsets only through CompleteTxn,
 // in whatever state the group is (BL-15), which stores a marker record; a staged offset then replaces

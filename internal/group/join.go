@@ -237,6 +237,9 @@ func (c *Coordinator) replaceStaticLocked(g *group, r *kmsg.JoinGroupRequest, ol
 			res.leader = oldLeader // an old leader must not think it leads and reassign
 		}
 		g.completeJoin(m, res)
+		// The stored group must name the new member ID, or a restart would fence it (Kafka's
+		// updateStaticMemberAndRebalance stores the group too).
+		c.storeGroupLocked(g, g.assignmentsOf(), g.stateSince, nil, nil)
 	case stateCompletingRebalance:
 		// The leader may already be assigning to the old member ID: rebalance so the new one is seen.
 		c.prepareRebalanceLocked(g)

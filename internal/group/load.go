@@ -4,14 +4,19 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Load replays the __consumer_offsets log, oldest record first and each in turn, and replaces the
 // coordinator's groups with what it describes: a later value for a key replaces the earlier one, a
 // tombstone deletes its key, and a transaction marker completes the producer's staged offsets by the
 // same rule as CompleteTxn. recs must be the whole log from its first record (positions count from it). Groups come
-// back Empty with their protocol type, generation, committed offsets and staged transactional offsets
-// (whose markers the transaction coordinator re-sends); members rejoin. Requests that arrive while
+// back with their protocol type, generation, committed offsets and staged transactional offsets
+// (whose markers the transaction coordinator re-sends); a group whose assignment was stored comes back
+// Stable with its members, leader and assignments, and each member's session timer starts now
+// (Kafka's onGroupLoaded), so members carry on through heartbeats without a rebalance. Other groups
+// come back Empty and their members rejoin. Requests that arrive while
 // Load runs get COORDINATOR_LOAD_IN_PROGRESS. Records that do not decode are skipped and reported in
 // the returned error (ErrCorrupt); everything else is still loaded. Call Load before serving.
 func (c *Coordinator) Load(recs []Record) error {
@@ -28,6 +33,12 @@ func (c *Coordinator) Load(recs []Record) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.nextPos = int64(len(recs))
+	// Kafka's onGroupLoaded: every restored member's session runs from now.
+	for _, g := range groups {
+		for _, m := range g.members {
+			c.scheduleHeartbeatLocked(g, m, m.sessionTimeout)
+		}
+	}
 	for _, g := range c.groups {
 		c.unloadGroupLocked(g)
 	}
@@ -82,9 +93,10 @@ func replayOne(key, value []byte, pos int64, get func(string) *group, now time.T
 			delete(g.offsets, k.tp)
 		case kindStaged:
 			g.unstage(k.producerID, k.tp)
-		case kindGroup:
+		case kindGroup, kindGroupMetadata:
 			g.persisted = false
 			g.protocolType, g.generation, g.stateSince = "", 0, now
+			g.restoreMembers(kmsg.GroupMetadataValue{}, now)
 		}
 		return nil
 	}
@@ -109,6 +121,18 @@ func replayOne(key, value []byte, pos int64, get func(string) *group, now time.T
 			return err
 		}
 		g.completeTxn(k.producerID, commit)
+	case kindGroupMetadata:
+		v, err := decodeGroupMetadataValue(value)
+		if err != nil {
+			return err
+		}
+		g.persisted = true
+		g.protocolType, g.generation = v.ProtocolType, v.Generation
+		g.stateSince = time.UnixMilli(v.CurrentStateTimestamp)
+		if v.CurrentStateTimestamp < 0 {
+			g.stateSince = now
+		}
+		g.restoreMembers(v, now)
 	case kindGroup:
 		v, err := decodeGroupValue(value)
 		if err != nil {
@@ -122,4 +146,42 @@ func replayOne(key, value []byte, pos int64, get func(string) *group, now time.T
 		}
 	}
 	return nil
+}
+
+// restoreMembers sets g's members, protocol, leader and state from a group metadata record (Kafka's
+// GroupMetadata.loadGroup): with members the group is Stable and each member keeps its subscription
+// and assignment; without, it is Empty. A record with a protocol but no members was written when a
+// generation had joined but not yet synced: those members rejoin, and the group counts as Empty from
+// now for offset retention.
+func (g *group) restoreMembers(v kmsg.GroupMetadataValue, now time.Time) {
+	clear(g.members)
+	clear(g.static)
+	clear(g.pendingSync)
+	g.leader, g.protocol, g.state = "", "", stateEmpty
+	if len(v.Members) == 0 {
+		if v.Protocol != nil {
+			g.stateSince = now
+		}
+		return
+	}
+	g.protocol = deref(v.Protocol)
+	for _, vm := range v.Members {
+		m := &member{
+			id: vm.MemberID, instanceID: vm.InstanceID, clientID: vm.ClientID, clientHost: vm.ClientHost,
+			protocolType:     v.ProtocolType,
+			protocols:        []kmsg.JoinGroupRequestProtocol{{Name: g.protocol, Metadata: vm.Subscription}},
+			sessionTimeout:   ms(vm.SessionTimeoutMillis),
+			rebalanceTimeout: ms(vm.RebalanceTimeoutMillis),
+			assignment:       vm.Assignment,
+		}
+		if m.assignment == nil {
+			m.assignment = []byte{}
+		}
+		g.add(m)
+	}
+	g.leader = deref(v.Leader)
+	if g.members[g.leader] == nil {
+		g.leader = g.sortedMembers()[0].id
+	}
+	g.state = stateStable
 }

@@ -59,30 +59,119 @@ func checkDeleted(t *testing.T, c *Coordinator) {
 	}
 }
 
-// BL-19: acknowledged commits survive a restart; the group comes back Empty with its protocol type and
-// generation, and its members rejoin into the next generation.
-func TestCommittedOffsetsSurviveRestart(t *testing.T) {
+// BL-19 and issue 11 item 6: acknowledged commits survive a restart, and so does a Stable group
+// (Kafka's GroupMetadata records): it comes back Stable at its generation with its members, leader and
+// assignments, members carry on through heartbeats without a rebalance, and their sessions run from
+// the load (Kafka's onGroupLoaded).
+func TestStableGroupSurvivesRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, s := newTestCoordinator(t, bubbleConfig())
 		ctx := context.Background()
-		a := newClient(c, "G", "a")
-		stableGroup(t, ctx, a)
+		a, b := newClient(c, "G", "a"), newClient(c, "G", "b")
+		leader := stableGroup(t, ctx, a, b)
 		c.OffsetCommit(ctx, commitReq("G", a.gen, a.id, "t1", map[int32]int64{0: 99}))
 		c.OffsetCommit(ctx, commitReq("G", a.gen, a.id, "t1", map[int32]int64{0: 100}))
 		c.Close() // SIGKILL: no leave, nothing flushed beyond what was acknowledged
 
+		time.Sleep(time.Hour) // the broker was down long past every session timeout
 		c2 := restart(t, s)
 		if got, _ := fetch(c2, "G", "t1", false, 0); got[0] != (fetched{100, 3, 0}) {
 			t.Fatalf("after restart: %+v, want offset 100 epoch 3", got[0])
 		}
+		if gs := listGroups(c2); gs["G"] != "Stable/consumer" {
+			t.Fatalf("listed as %q, want Stable/consumer", gs["G"])
+		}
+		d := describe(c2, 5, "G")
+		if d.Protocol != "range" || len(d.Members) != 2 {
+			t.Fatalf("described %+v, want protocol range and 2 members", d)
+		}
+		for _, m := range d.Members {
+			if string(m.MemberAssignment) != "assigned:"+m.MemberID || m.ClientID == "" {
+				t.Fatalf("member %s: assignment %q, client %q", m.MemberID, m.MemberAssignment, m.ClientID)
+			}
+		}
+		a.c, b.c = c2, c2
+		wantCode(t, "a heartbeat at the old generation", a.heartbeat(ctx), nil)
+		wantCode(t, "b heartbeat at the old generation", b.heartbeat(ctx), nil)
+		if r := b.sync(ctx, nil); r.ErrorCode != 0 || string(r.MemberAssignment) != "assigned:"+b.id {
+			t.Fatalf("b SyncGroup in Stable after restart: %v %q", kerr.ErrorForCode(r.ErrorCode), r.MemberAssignment)
+		}
+		follower := a
+		if a.id == leader.LeaderID {
+			follower = b
+		}
+		j := follower.join(ctx) // an unchanged follower rejoining a Stable group keeps the generation
+		if j.ErrorCode != 0 || j.Generation != 1 || j.LeaderID != leader.LeaderID {
+			t.Fatalf("rejoin: %v generation %d leader %s, want generation 1 leader %s", kerr.ErrorForCode(j.ErrorCode), j.Generation, j.LeaderID, leader.LeaderID)
+		}
+
+		// Sessions (10 s) started at the load: a keeps heartbeating, b stops.
+		time.Sleep(9 * time.Second)
+		wantCode(t, "a heartbeat 9 s after the load", a.heartbeat(ctx), nil)
+		if d := describe(c2, 5, "G"); len(d.Members) != 2 || d.State != "Stable" {
+			t.Fatalf("9 s after the load: %s with %d members, want Stable with 2", d.State, len(d.Members))
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		wantCode(t, "a heartbeat after b's session ran out", a.heartbeat(ctx), kerr.RebalanceInProgress)
+		if d := describe(c2, 5, "G"); len(d.Members) != 1 || d.Members[0].MemberID != a.id {
+			t.Fatalf("after b's session: %d members, want only a", len(d.Members))
+		}
+	})
+}
+
+// A generation that joined but had not synced when the broker stopped has no stored assignment: the
+// group comes back Empty at that generation, and its members rejoin into the next one.
+func TestUnsyncedGenerationRestartsEmpty(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, s := newTestCoordinator(t, bubbleConfig())
+		ctx := context.Background()
+		a := newClient(c, "G", "a")
+		if j := a.join(ctx); j.ErrorCode != 0 || j.Generation != 1 {
+			t.Fatalf("join: %v generation %d", kerr.ErrorForCode(j.ErrorCode), j.Generation)
+		}
+		synctest.Wait() // the generation's group record
+		c.Close()
+
+		c2 := restart(t, s)
 		if gs := listGroups(c2); gs["G"] != "Empty/consumer" {
-			t.Fatalf("listed as %q", gs["G"])
+			t.Fatalf("listed as %q, want Empty/consumer", gs["G"])
 		}
 		a.c = c2
 		wantCode(t, "old member heartbeat", a.heartbeat(ctx), kerr.UnknownMemberID)
 		a2 := newClient(c2, "G", "a")
 		if j := a2.join(ctx); j.Generation != 2 {
 			t.Fatalf("generation %d after restart, want 2", j.Generation)
+		}
+	})
+}
+
+// SyncGroup answers only once the assignment is stored; if it cannot be, the parked SyncGroups get
+// COORDINATOR_NOT_AVAILABLE and the group rebalances (Kafka's doSyncGroup).
+func TestSyncGroupWaitsForTheGroupRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, s := newTestCoordinator(t, bubbleConfig())
+		ctx := context.Background()
+		a := newClient(c, "G", "a")
+		j := a.join(ctx)
+		synctest.Wait()
+		s.setFail(errDisk)
+		if r := a.sync(ctx, assignEach(j)); r.ErrorCode != kerr.CoordinatorNotAvailable.Code {
+			t.Fatalf("SyncGroup with a failing store: %v, want COORDINATOR_NOT_AVAILABLE", kerr.ErrorForCode(r.ErrorCode))
+		}
+		if d := describe(c, 5, "G"); d.State != "PreparingRebalance" {
+			t.Fatalf("after the failed store: %s, want PreparingRebalance", d.State)
+		}
+		s.setFail(nil)
+		if j := a.join(ctx); j.ErrorCode != 0 || j.Generation != 2 {
+			t.Fatalf("rejoin: %v generation %d", kerr.ErrorForCode(j.ErrorCode), j.Generation)
+		}
+		if r := a.sync(ctx, assignEach(j)); r.ErrorCode != 0 {
+			t.Fatalf("SyncGroup: %v", kerr.ErrorForCode(r.ErrorCode))
+		}
+		c.Close()
+		if gs := listGroups(restart(t, s)); gs["G"] != "Stable/consumer" {
+			t.Fatalf("after restart: %q, want Stable/consumer", gs["G"])
 		}
 	})
 }

@@ -227,21 +227,30 @@ func (c *Coordinator) schedulePendingLocked(g *group, id string, d time.Duration
 	})
 }
 
-// persistGroupLocked writes g's group record after a generation change. Nothing waits for it: members
-// are not restored after a restart (they rejoin), the record only keeps the group, its protocol type,
-// generation and Empty time across restarts.
+// persistGroupLocked writes g's group record after a generation change, without members (records.go):
+// they have no assignment yet. Nothing waits for it; a restart brings the group back Empty at this
+// generation, so generations never go back.
 func (c *Coordinator) persistGroupLocked(g *group) {
-	g.persisted = true
-	rec := Record{Key: groupKey(g.name), Value: encodeGroupValue(groupValue{
-		protocolType: g.protocolType,
-		generation:   g.generation,
-		stateSince:   g.stateSince,
-		members:      int32(len(g.members)),
-	})}
-	name := g.name
-	c.enqueueLocked(g, []Record{rec}, nil, func() {
-		c.cfg.Logger.Warn("group: group record not stored; it is rewritten at the next generation", "group", name)
+	c.storeGroupLocked(g, nil, g.stateSince, nil, func() {
+		c.cfg.Logger.Warn("group: group record not stored; it is rewritten at the next generation", "group", g.name)
 	})
+}
+
+// storeGroupLocked queues g's group metadata record (assignments nil: without members) and calls apply
+// or fail once it is stored or failed.
+func (c *Coordinator) storeGroupLocked(g *group, assignments map[string][]byte, stateSince time.Time, apply func(int64), fail func()) {
+	g.persisted = true
+	rec := Record{Key: groupMetadataKey(g.name), Value: groupMetadataValue(g, assignments, stateSince)}
+	c.enqueueLocked(g, []Record{rec}, apply, fail)
+}
+
+// assignmentsOf is the current assignment of every member, for a group record of a Stable group.
+func (g *group) assignmentsOf() map[string][]byte {
+	out := make(map[string][]byte, len(g.members))
+	for id, m := range g.members {
+		out[id] = m.assignment
+	}
+	return out
 }
 
 func strPtr(s string) *string {

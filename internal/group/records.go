@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Record layout in __consumer_offsets. Kafka's own layout is not required (issue 4), so the bytes are
@@ -23,8 +25,18 @@ import (
 //	        marker: int8 1 commit / 0 abort (Kafka's transaction marker for the producer's staged offsets)
 //
 // Strings are a uint16 length and bytes (Kafka strings are int16-sized on the wire, so they fit).
-// Integers are big-endian. Readers accept the current version and the one before it; version 1 is
-// the first, so today only 1 is accepted, and an unknown version is an error, never a guess.
+// Integers are big-endian. An unknown version is an error, never a guess.
+//
+// Group metadata is Kafka's own record: key version 2 (GroupMetadataKey: int16 2 | group) and a
+// GroupMetadataValue (v3: protocol type, generation, protocol, leader, state timestamp, members with
+// their subscription and assignment), encoded by kmsg. It is written in two forms:
+//   - after a generation change, without members: an Empty group (protocol null), or a group whose
+//     members have joined but not yet got their assignment (protocol set). A restart brings either
+//     back Empty at that generation, and members rejoin;
+//   - once the leader's SyncGroup assignment is stored, with every member and its assignment (Kafka's
+//     storeGroup). A restart brings it back Stable, and members carry on through heartbeats.
+//
+// The version-1 kind-group record (below) was written before; it is still read.
 const (
 	keyVersion   = 1
 	valueVersion = 1
@@ -33,6 +45,12 @@ const (
 	kindGroup  byte = 2
 	kindStaged byte = 3
 	kindMarker byte = 4
+
+	// groupMetadataKeyVersion is Kafka's GroupMetadataKey version. Its keys have no kind byte; decodeKey
+	// reports them as kindGroupMetadata, which never appears on the wire.
+	groupMetadataKeyVersion        = 2
+	groupMetadataValueVersion      = 3
+	kindGroupMetadata         byte = 0xff
 )
 
 // ErrCorrupt marks a record this package cannot decode.
@@ -53,6 +71,44 @@ func offsetKey(group string, tp topicPartition) []byte {
 	return binary.BigEndian.AppendUint32(b, uint32(tp.partition))
 }
 
+func groupMetadataKey(group string) []byte {
+	k := kmsg.NewGroupMetadataKey()
+	k.Version, k.Group = groupMetadataKeyVersion, group
+	return k.AppendTo(nil)
+}
+
+// groupMetadataValue is g's GroupMetadataValue. With assignments nil the members are left out (the
+// generation-change form, see the layout above); otherwise every member is written with
+// assignments[member ID]. stateSince is the group's CurrentStateTimestamp.
+func groupMetadataValue(g *group, assignments map[string][]byte, stateSince time.Time) []byte {
+	v := kmsg.NewGroupMetadataValue()
+	v.Version = groupMetadataValueVersion
+	v.ProtocolType, v.Generation, v.Protocol = g.protocolType, g.generation, strPtr(g.protocol)
+	v.CurrentStateTimestamp = stateSince.UnixMilli()
+	if assignments != nil {
+		v.Leader = strPtr(g.leader)
+		for _, m := range g.sortedMembers() {
+			vm := kmsg.NewGroupMetadataValueMember()
+			vm.MemberID, vm.InstanceID, vm.ClientID, vm.ClientHost = m.id, m.instanceID, m.clientID, m.clientHost
+			vm.RebalanceTimeoutMillis = int32(m.rebalanceTimeout.Milliseconds())
+			vm.SessionTimeoutMillis = int32(m.sessionTimeout.Milliseconds())
+			vm.Subscription = m.metadata(g.protocol)
+			vm.Assignment = assignments[m.id]
+			v.Members = append(v.Members, vm)
+		}
+	}
+	return v.AppendTo(nil)
+}
+
+func decodeGroupMetadataValue(b []byte) (kmsg.GroupMetadataValue, error) {
+	var v kmsg.GroupMetadataValue
+	if err := v.ReadFrom(b); err != nil {
+		return v, fmt.Errorf("%w: group metadata value: %v", ErrCorrupt, err)
+	}
+	return v, nil
+}
+
+// groupKey is the version-1 group record's key, no longer written; removal still tombstones it.
 func groupKey(group string) []byte {
 	return appendString(keyHeader(kindGroup), group)
 }
@@ -161,7 +217,13 @@ type decodedKey struct {
 
 func decodeKey(b []byte) (decodedKey, error) {
 	r := reader{b: b}
-	if v := r.u16(); v != keyVersion {
+	if v := r.u16(); v == groupMetadataKeyVersion {
+		var k kmsg.GroupMetadataKey
+		if err := k.ReadFrom(b); err != nil {
+			return decodedKey{}, fmt.Errorf("%w: group metadata key: %v", ErrCorrupt, err)
+		}
+		return decodedKey{kind: kindGroupMetadata, group: k.Group}, nil
+	} else if v != keyVersion {
 		return decodedKey{}, fmt.Errorf("%w: key version %d", ErrCorrupt, v)
 	}
 	k := decodedKey{kind: r.take(1)[0], group: r.str()}

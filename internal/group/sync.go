@@ -13,7 +13,10 @@ import (
 // assignments; the group then turns Stable and each parked member gets its own assignment (members the
 // leader left out get an empty one). In Stable a member gets its current assignment at once, which is
 // how a replaced static member gets its old partitions back without a rebalance. Members that do not
-// sync within the rebalance timeout are removed and the group rebalances.
+// sync within the rebalance timeout are removed and the group rebalances. The assignment is handed out
+// only once the group record holding it is durable in __consumer_offsets (Kafka's storeGroup), so the
+// group survives a restart; if it cannot be stored the parked SyncGroups get COORDINATOR_NOT_AVAILABLE
+// and the group rebalances.
 //
 // Errors: UNKNOWN_MEMBER_ID (unknown or Empty group, unknown member), FENCED_INSTANCE_ID,
 // ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL (v5+ protocol type/name differ from the group's),
@@ -102,18 +105,39 @@ func inconsistent(requested *string, actual string) bool {
 	return requested != nil && actual != "" && *requested != actual
 }
 
-// assignLocked applies the leader's assignment and answers every parked SyncGroup.
+// assignLocked stores the leader's assignment, then applies it and answers every parked SyncGroup, as
+// Kafka's doSyncGroup does: members get their assignment only once the group record holding it is
+// durable, so a restart brings the group back Stable with exactly what they were told. If the record
+// cannot be stored, every parked SyncGroup gets COORDINATOR_NOT_AVAILABLE and the group rebalances.
+// Either outcome is dropped if the group moved on meanwhile (a join, leave or expiry).
 func (c *Coordinator) assignLocked(g *group, assignments []kmsg.SyncGroupRequestGroupAssignment) {
-	byMember := make(map[string][]byte, len(assignments))
+	byMember := make(map[string][]byte, len(g.members))
 	for _, a := range assignments {
-		byMember[a.MemberID] = a.MemberAssignment
-	}
-	for _, m := range g.members {
-		m.assignment = byMember[m.id]
-		if m.assignment == nil {
-			m.assignment = []byte{}
+		if g.members[a.MemberID] != nil {
+			byMember[a.MemberID] = a.MemberAssignment
 		}
 	}
-	c.propagateLocked(g, 0)
-	g.transition(stateStable, c.now())
+	for id := range g.members {
+		if byMember[id] == nil {
+			byMember[id] = []byte{}
+		}
+	}
+	gen := g.generation
+	current := func() bool { return !c.closed && g.generation == gen && g.state == stateCompletingRebalance }
+	c.storeGroupLocked(g, byMember, c.now(), func(int64) {
+		if !current() {
+			return
+		}
+		for id, m := range g.members {
+			m.assignment = byMember[id]
+		}
+		c.propagateLocked(g, 0)
+		g.transition(stateStable, c.now())
+	}, func() {
+		if !current() {
+			return
+		}
+		c.resetAndPropagateLocked(g, kerr.CoordinatorNotAvailable.Code)
+		c.prepareRebalanceLocked(g)
+	})
 }
