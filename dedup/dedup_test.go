@@ -113,6 +113,19 @@ func TestMigrateIdempotentAndConcurrent(t *testing.T) {
 		if n := count(t, b.DB, `SELECT COUNT(*) FROM kawa_dedup_schema`); n != dedup.SchemaVersion {
 			t.Fatalf("schema rows = %d, want %d", n, dedup.SchemaVersion)
 		}
+		// A version-1 database (no offsets index) is brought forward.
+		if _, err := b.DB.Exec(`DROP INDEX kawa_dedup_offsets`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.DB.Exec(`DELETE FROM kawa_dedup_schema WHERE version = 2`); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatalf("Migrate from version 1: %v", err)
+		}
+		if _, err := b.DB.Exec(`DROP INDEX kawa_dedup_offsets`); err != nil {
+			t.Fatalf("offsets index not recreated: %v", err)
+		}
 		// A newer schema than the package knows is refused.
 		if _, err := b.DB.Exec(`INSERT INTO kawa_dedup_schema (version, applied_at) VALUES (99, 0)`); err != nil {
 			t.Fatal(err)
@@ -394,6 +407,23 @@ func TestSequenceMode(t *testing.T) {
 		if res, err := run("p1", 5); err != nil || res != dedup.Applied {
 			t.Fatalf("seq 5 after a failure = %v, %v", res, err)
 		}
+		// A gap that will never fill is skipped by the operator.
+		if res, _ := run("p1", 9); res != dedup.Gap {
+			t.Fatalf("seq 9 = %v, want Gap", res)
+		}
+		if err := s.SetSequence(ctx, "shop-db/outbox", "orders", []byte("p1"), 8); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := run("p1", 9); err != nil || res != dedup.Applied {
+			t.Fatalf("seq 9 after SetSequence(8) = %v, %v", res, err)
+		}
+		// A record without a key has its own (empty-key) sequence.
+		if res, err := run("", 1); err != nil || res != dedup.Applied {
+			t.Fatalf("keyless seq 1 = %v, %v", res, err)
+		}
+		if res, _ := run("", 1); res != dedup.Duplicate {
+			t.Fatalf("keyless seq 1 again = %v", res)
+		}
 		// Malformed sequence headers are rejected, never guessed at.
 		bad := []*kgo.Record{
 			{Topic: "orders", Headers: []kgo.RecordHeader{{Key: dedup.HeaderSequence, Value: []byte("x")}, {Key: dedup.HeaderSource, Value: []byte("s")}}},
@@ -518,6 +548,24 @@ func TestPrune(t *testing.T) {
 		}
 		if n, err := s.Prune(ctx, 7*24*time.Hour); err != nil || n != 0 {
 			t.Fatalf("second Prune = %d, %v", n, err)
+		}
+		// Offset keys of one partition go below the committed offset; the
+		// message-id keys and other partitions stay.
+		for p := range int32(2) {
+			for off := range int64(5) {
+				if _, err := s.Process(ctx, &kgo.Record{Topic: "orders", Partition: p, Offset: off}, nop); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if n, err := s.PruneOffsets(ctx, "orders", 1, 3); err != nil || n != 3 {
+			t.Fatalf("PruneOffsets = %d, %v; want 3", n, err)
+		}
+		if got := count(t, b.DB, `SELECT COUNT(*) FROM kawa_dedup WHERE scope = 'c'`); got != 3+7 {
+			t.Fatalf("keys left = %d, want 10", got)
+		}
+		if res, _ := s.Process(ctx, &kgo.Record{Topic: "orders", Partition: 1, Offset: 3}, nop); res != dedup.Duplicate {
+			t.Fatalf("offset 3 (not below committed) = %v, want Duplicate", res)
 		}
 		// A pruned key is forgotten (documented); a kept one is not.
 		if res, _ := s.Process(ctx, msg("m0"), nop); res != dedup.Applied {

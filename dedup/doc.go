@@ -62,6 +62,7 @@
 //	database unreachable mid-run                    neither (errors, no key)   neither           neither
 //	producer resends the message to a new offset    neither                    DUPLICATE         neither (Duplicate)
 //	key pruned before its last redelivery           DUPLICATE                  DUPLICATE         n/a (not pruned)
+//	consumer seeks back below PruneOffsets' offset  n/a                        DUPLICATE         n/a
 //	topic recreated under its name, no topic IDs    neither                    LOSS (old keys)   n/a
 //	first record of a key seen has kawa-seq > 1     n/a                        n/a               LOSS of earlier seqs arriving later (Stale; EventBaseline)
 //	offset committed past a Gap by the caller       n/a                        n/a               LOSS (the caller's bug)
@@ -77,6 +78,10 @@
 // handlers' transactions. A key costs about 130 bytes on PostgreSQL, so a
 // 7-day window at 1,000 msg/s is about 600M keys (about 80 GB); prefer
 // sequence mode, whose storage is one row per record key, at such rates.
+// Store.PruneOffsets deletes a partition's offset keys below the group's
+// committed offset, which is safe as long as the consumer never moves back.
+// Store.SetSequence moves a sequence-mode key past a gap that will never
+// fill (an outbox row dropped as dead).
 //
 // # Optimistic concurrency
 //

@@ -45,7 +45,7 @@ func TestTransientDeadlockRetried(t *testing.T) {
 	if _, err := b.DB.Exec(`INSERT INTO inventory (id, count, version) VALUES ('r1', 100, 0), ('r2', 100, 0)`); err != nil {
 		t.Fatal(err)
 	}
-	s, c := countedStore(t, b, "c", dedup.WithRetry(5, time.Millisecond))
+	s, c := countedStore(t, b, "c", dedup.WithRetry(10, time.Millisecond))
 	held := map[string]chan struct{}{"r1": make(chan struct{}), "r2": make(chan struct{})}
 	handler := func(first, second string) func(context.Context, *sql.Tx) error {
 		var attempt atomic.Int32
@@ -81,8 +81,10 @@ func TestTransientDeadlockRetried(t *testing.T) {
 			t.Fatalf("Process: %v", err)
 		}
 	}
-	if got := c.Get(dedup.EventRetried); got != 1 {
-		t.Fatalf("retried = %d, want 1 (one deadlock victim)", got)
+	// At least the first deadlock's victim was rerun. The rerun can deadlock
+	// again: it may lock its first row before the woken winner re-locks it.
+	if got := c.Get(dedup.EventRetried); got < 1 || c.Get(dedup.EventApplied) != 2 || c.Get(dedup.EventError) != 0 {
+		t.Fatalf("retried=%d applied=%d errors=%d, want >=1 2 0", got, c.Get(dedup.EventApplied), c.Get(dedup.EventError))
 	}
 	if n := count(t, b.DB, `SELECT SUM(count) FROM inventory`); n != 196 {
 		t.Fatalf("inventory sum = %d, want 196 (each handler committed once)", n)

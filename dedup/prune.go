@@ -22,37 +22,62 @@ import (
 // Cancelling ctx stops between batches; what was deleted stays deleted.
 func (s *Store) Prune(ctx context.Context, olderThan time.Duration) (int64, error) {
 	cutoff := s.cfg.now().Add(-olderThan).UnixMicro()
+	d := s.dialect
+	del := `DELETE FROM kawa_dedup WHERE scope = ` + d.ph(1) + ` AND key IN (SELECT key FROM kawa_dedup WHERE scope = ` +
+		d.ph(2) + ` AND seen_at < ` + d.ph(3) + ` LIMIT ` + d.ph(4) + `)`
+	return s.deleteBatches(ctx, "prune", del, s.scope, s.scope, cutoff)
+}
+
+// PruneOffsets deletes this scope's offset keys (those of records that had
+// neither a kawa-message-id nor a KeyFunc key) of one topic partition below
+// committed, in the same small batches as Prune. Call it with the consumer
+// group's committed offset for the partition: records below it are not
+// redelivered, so their keys can go long before Prune's window. It is unsafe
+// when the consumer can move back below committed (a seek, or
+// auto.offset.reset=earliest after the group's offsets expire): records
+// processed again would then run their handler again. Keys made with
+// WithTopicIDs are matched by the topic name as well.
+func (s *Store) PruneOffsets(ctx context.Context, topic string, partition int32, committed int64) (int64, error) {
+	d := s.dialect
+	sel := `SELECT key FROM kawa_dedup WHERE scope = ` + d.ph(2) + ` AND topic = ` + d.ph(3) + ` AND "partition" = ` + d.ph(4) +
+		` AND "offset" < ` + d.ph(5) + ` AND ` + offsetKeys + ` LIMIT ` + d.ph(6)
+	del := `DELETE FROM kawa_dedup WHERE scope = ` + d.ph(1) + ` AND key IN (` + sel + `)`
+	return s.deleteBatches(ctx, "prune-offsets", del, s.scope, s.scope, topic, partition, committed)
+}
+
+// deleteBatches runs del (whose last placeholder is the batch size) until it
+// deletes less than a batch, each run its own statement, under the scope's
+// advisory lock for what on PostgreSQL. It returns the rows deleted.
+func (s *Store) deleteBatches(ctx context.Context, what, del string, args ...any) (int64, error) {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("dedup: prune: %w", err)
+		return 0, fmt.Errorf("dedup: %s: %w", what, err)
 	}
 	defer conn.Close()
-	d := s.dialect
-	if d == Postgres {
-		lock := lockID("kawa_dedup.prune:" + s.scope)
+	if s.dialect == Postgres {
+		lock := lockID("kawa_dedup." + what + ":" + s.scope)
 		var got bool
 		if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1)`, lock).Scan(&got); err != nil {
-			return 0, fmt.Errorf("dedup: prune: lock: %w", err)
+			return 0, fmt.Errorf("dedup: %s: lock: %w", what, err)
 		}
 		if !got {
 			return 0, nil
 		}
 		defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, lock)
 	}
-	del := `DELETE FROM kawa_dedup WHERE scope = ` + d.ph(1) + ` AND key IN (SELECT key FROM kawa_dedup WHERE scope = ` +
-		d.ph(2) + ` AND seen_at < ` + d.ph(3) + ` LIMIT ` + d.ph(4) + `)`
+	args = append(args, s.cfg.pruneBatch)
 	var total int64
 	for {
 		if err := ctx.Err(); err != nil {
-			return total, fmt.Errorf("dedup: prune: %w", err)
+			return total, fmt.Errorf("dedup: %s: %w", what, err)
 		}
-		r, err := conn.ExecContext(ctx, del, s.scope, s.scope, cutoff, s.cfg.pruneBatch)
+		r, err := conn.ExecContext(ctx, del, args...)
 		if err != nil {
-			return total, fmt.Errorf("dedup: prune: %w", err)
+			return total, fmt.Errorf("dedup: %s: %w", what, err)
 		}
 		n, err := r.RowsAffected()
 		if err != nil {
-			return total, fmt.Errorf("dedup: prune: %w", err)
+			return total, fmt.Errorf("dedup: %s: %w", what, err)
 		}
 		total += n
 		if n < int64(s.cfg.pruneBatch) {

@@ -9,6 +9,10 @@ import (
 	"time"
 )
 
+// offsetKeys selects offset keys (prefixOffset); PruneOffsets repeats it
+// verbatim so that both databases match the partial index.
+const offsetKeys = `key LIKE 'o:%'`
+
 // schemaSteps returns the DDL statements of each schema version for d, in
 // order: step i brings the schema to version i+1. It is the one source for
 // both Migrate and DDL. A released step is never edited; a change is a new
@@ -44,11 +48,15 @@ func schemaSteps(d Dialect) [][]string {
 	updated_at BIGINT NOT NULL,
 	PRIMARY KEY (scope, source, topic, key)
 )` + withoutRowID,
+	}, {
+		// PruneOffsets walks one partition's offset keys; the partial index
+		// costs nothing on message-id and user keys.
+		`CREATE INDEX IF NOT EXISTS kawa_dedup_offsets ON kawa_dedup (scope, topic, "partition", "offset") WHERE ` + offsetKeys,
 	}}
 }
 
 // SchemaVersion is the schema version this package writes and expects.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // DDL returns the complete schema for dialect d as one script of
 // ';'-terminated statements, for users who run their own migration tool

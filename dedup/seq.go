@@ -86,3 +86,26 @@ func (e *GapError) Error() string {
 		e.Source, e.Topic, e.Key, e.Got, e.Stored, e.Stored+1, e.Got-1)
 }
 func (e *GapError) Is(t error) bool { return t == ErrGap }
+
+// SetSequence sets the highest applied kawa-seq of (source, topic, record
+// key) in this scope to seq, creating the row if needed, so that seq+1 is the
+// next one applied. It is the operator's way past a Gap that will never fill
+// (an outbox row dropped as dead, say), and lets a consumer set its baseline
+// explicitly instead of taking the first sequence it sees. seq must be >= 0
+// (0: the next applied is 1).
+func (s *Store) SetSequence(ctx context.Context, source, topic string, key []byte, seq int64) error {
+	if err := checkText(HeaderSource, source); err != nil {
+		return err
+	}
+	if seq < 0 || len(key) > MaxKeyLen {
+		return fmt.Errorf("%w: sequence %d, record key of %d bytes", ErrInvalidKey, seq, len(key))
+	}
+	d := s.dialect
+	_, err := s.db.ExecContext(ctx, `INSERT INTO kawa_dedup_seq (scope, source, topic, key, seq, updated_at) VALUES (`+
+		d.ph(1)+`, `+d.ph(2)+`, `+d.ph(3)+`, `+d.ph(4)+`, `+d.ph(5)+`, `+d.ph(6)+`) ON CONFLICT (scope, source, topic, key) DO UPDATE SET seq = excluded.seq, updated_at = excluded.updated_at`,
+		s.scope, source, topic, append([]byte{}, key...), seq, s.cfg.now().UnixMicro())
+	if err != nil {
+		return fmt.Errorf("dedup: set sequence: %w", err)
+	}
+	return nil
+}
