@@ -65,12 +65,15 @@
 //	window                                              Idempotent                   Transactional (read_committed)
 //	app: after Enqueue, before its tx commits (A1)      neither: the row rolls back  neither
 //	relay: after select, before produce (R1)            neither                      neither
-//	relay: produced, acks not awaited (R2)              duplicates (<= one batch)    neither: the open txn is aborted
-//	relay: acked / committed, rows not deleted (R3)     duplicates (one batch)       neither: progress record deletes them
+//	relay: produced, acks not awaited (R2)              duplicates (<= B per shard)  neither: the open txn is aborted
+//	relay: acked / committed, rows not deleted (R3)     duplicates (<= B per shard)  neither: progress record deletes them
 //	relay: inside EndTxn, outcome unknown (R4)          n/a                          neither: the progress record decides
-//	relay paused past its lease, then resumes (R5)      duplicates (<= one batch)    neither: the old producer is fenced
+//	relay paused past its lease, then resumes (R5)      duplicates (<= B per shard)  neither: the old producer is fenced
 //	broker rejects a record for good (poison row)       neither; key parked          neither; key parked
 //	dead row dropped by an operator                     that record is lost (gap)    that record is lost (gap)
+//
+// B is BatchSize; "per shard" means per shard the crashed relay held, since
+// its shards publish in parallel and each may be inside the window.
 //
 // No window loses a committed row: a row is deleted only after the broker
 // acknowledged it, or committed it in the transaction named by the progress
@@ -81,6 +84,11 @@
 // kawa-seq (dedup's sequence mode) see it as Stale. Transactional mode
 // aborts such a batch instead. Read transactional-mode topics with
 // read_committed; read_uncommitted consumers also see aborted batches.
+//
+// On SQLite every writer shares one write lock, so a relay process that is
+// paused (SIGSTOP, a VM freeze) inside a database transaction stalls every
+// writer, the application included, until it resumes; PostgreSQL has no
+// such coupling.
 //
 // # Operations
 //

@@ -93,6 +93,9 @@ type RelayConfig struct {
 	Owner string
 	// BatchSize is the most rows one batch publishes. Default 100.
 	BatchSize int
+	// MaxShards caps how many shards this relay leases at once (its fair
+	// share among the live relays is the other cap). Default: no cap.
+	MaxShards int
 	// MaxAttempts is how many failed publish attempts move a row to the
 	// dead table. Default 5.
 	MaxAttempts int
@@ -308,6 +311,9 @@ func (r *Relay) leaseRound(ctx context.Context, held map[int]*shardRun, exited c
 		return
 	}
 	target := (r.o.shards + others) / (others + 1) // ceil(shards / relays)
+	if r.cfg.MaxShards > 0 {
+		target = min(target, r.cfg.MaxShards)
+	}
 	for shard, s := range held {
 		if len(held) <= target {
 			break
@@ -441,6 +447,10 @@ func (r *Relay) runShard(ctx context.Context, s *shardRun) error {
 // failed in the same batch.
 var errBlocked = errors.New("outbox: earlier row of the key failed")
 
+// errRetryAlone marks a row that failed in a batch of several: it is
+// retried on its own before any attempt is charged.
+var errRetryAlone = errors.New("outbox: failed in a batch, retried alone")
+
 // publishBatch publishes rows (ordered by id, which is kawa-seq order per
 // key) and settles them in one database transaction: acknowledged rows are
 // deleted, failed ones charged an attempt (or moved to the dead table).
@@ -485,6 +495,11 @@ func (r *Relay) publishBatch(ctx context.Context, s *shardRun, p publisher, rows
 		}
 		for j, i := range sendable {
 			errs[i] = berrs[j]
+			if errs[i] != nil && len(batch) > 1 {
+				// A broker rejects a whole partition batch for one bad
+				// record: charge nobody now, retry one at a time.
+				errs[i] = errRetryAlone
+			}
 		}
 	}
 	if ctx.Err() != nil {
@@ -498,7 +513,7 @@ func (r *Relay) publishBatch(ctx context.Context, s *shardRun, p publisher, rows
 		switch {
 		case e == nil && !failedKey[rw.keyID()]:
 			sent = append(sent, rw.id)
-		case e == nil || e == errBlocked || errors.Is(e, errTxnAborted):
+		case e == nil || e == errBlocked || e == errRetryAlone || errors.Is(e, errTxnAborted):
 			// Published after a failed row of its key (idempotent mode
 			// only), or not published: it stays for a later batch.
 			failed = failed || e != nil
