@@ -153,9 +153,10 @@ func WithCrashPoint(f func(point string)) Option { return func(c *config) { c.cr
 // fails transiently (PostgreSQL 40001 serialization_failure and 40P01
 // deadlock_detected, SQLite SQLITE_BUSY and SQLITE_LOCKED, from any
 // statement including fn's own), and the first backoff, which doubles with
-// full jitter up to 1 s. Defaults: 5 attempts, 10 ms. attempts < 1 means 1.
+// full jitter up to 1 s. Defaults: 5 attempts, 10 ms. attempts < 1 means 1;
+// firstBackoff <= 0 means rerun at once.
 func WithRetry(attempts int, firstBackoff time.Duration) Option {
-	return func(c *config) { c.attempts, c.backoff = max(attempts, 1), firstBackoff }
+	return func(c *config) { c.attempts, c.backoff = max(attempts, 1), max(firstBackoff, 0) }
 }
 
 // WithTxOptions sets the options of the transactions Process opens (nil: the
@@ -244,7 +245,7 @@ func (s *Store) Process(ctx context.Context, rec *kgo.Record, fn func(ctx contex
 			return 0, err
 		}
 		s.event(EventRetried)
-		t := time.NewTimer(rand.N(backoff) + 1)
+		t := time.NewTimer(jitter(backoff))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -254,6 +255,14 @@ func (s *Store) Process(ctx context.Context, rec *kgo.Record, fn func(ctx contex
 		}
 		backoff = min(2*backoff, s.cfg.maxBackoff)
 	}
+}
+
+// jitter is a full-jitter wait below d (0 when d is 0).
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return rand.N(d)
 }
 
 // attempt is one transaction of Process.
