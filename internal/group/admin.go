@@ -291,8 +291,8 @@ func (c *Coordinator) DeleteTopicOffsets(ctx context.Context, gone func(topic st
 	return err
 }
 
-// deleteTopicOffsetsLocked queues tombstones for g's offsets of gone topics, including commits still
-// queued (they are stored before the tombstones).
+// deleteTopicOffsetsLocked queues tombstones for g's committed and staged offsets of gone topics,
+// including writes still queued (they are stored before the tombstones).
 func (c *Coordinator) deleteTopicOffsetsLocked(g *group, gone func(string) bool) *write {
 	var offsets []topicPartition
 	seen := make(map[topicPartition]bool)
@@ -301,21 +301,29 @@ func (c *Coordinator) deleteTopicOffsetsLocked(g *group, gone func(string) bool)
 			offsets, seen[tp] = append(offsets, tp), true
 		}
 	}
-	for k := range g.inflight {
-		if dk, err := decodeKey([]byte(k)); err == nil && dk.kind == kindOffset && gone(dk.tp.topic) && !seen[dk.tp] {
-			offsets, seen[dk.tp] = append(offsets, dk.tp), true
-		}
-	}
 	type stagedTP struct {
 		pid int64
 		tp  topicPartition
 	}
 	var stagedTPs []stagedTP
+	seenStaged := make(map[stagedTP]bool)
 	for pid, st := range g.txn {
 		for tp := range st.offsets {
 			if gone(tp.topic) {
-				stagedTPs = append(stagedTPs, stagedTP{pid, tp})
+				stagedTPs, seenStaged[stagedTP{pid, tp}] = append(stagedTPs, stagedTP{pid, tp}), true
 			}
+		}
+	}
+	for k := range g.inflight {
+		dk, err := decodeKey([]byte(k))
+		if err != nil || !gone(dk.tp.topic) {
+			continue
+		}
+		switch s := (stagedTP{dk.producerID, dk.tp}); {
+		case dk.kind == kindOffset && !seen[dk.tp]:
+			offsets, seen[dk.tp] = append(offsets, dk.tp), true
+		case dk.kind == kindStaged && !seenStaged[s]:
+			stagedTPs, seenStaged[s] = append(stagedTPs, s), true
 		}
 	}
 	if len(offsets) == 0 && len(stagedTPs) == 0 {

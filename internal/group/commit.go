@@ -154,8 +154,7 @@ func (c *Coordinator) writeOffsetsLocked(g *group, parts []*commitPart) *write {
 		if !p.pending() {
 			continue
 		}
-		if len(p.o.metadata) > c.cfg.MaxMetadataSize {
-			p.code = kerr.OffsetMetadataTooLarge.Code
+		if !c.storableLocked(p) {
 			continue
 		}
 		recs = append(recs, Record{Key: offsetKey(g.name, p.tp), Value: encodeOffsetValue(p.o)})
@@ -171,6 +170,22 @@ func (c *Coordinator) writeOffsetsLocked(g *group, parts []*commitPart) *write {
 			g.offsets[p.tp] = o
 		}
 	}, nil)
+}
+
+// storableLocked is the last check of a pending part before its record is queued: metadata size, and
+// the topic once more, under c.mu. The broker deletes a topic from its catalog before calling
+// DeleteTopicOffsets, which takes c.mu, so a commit racing the deletion is either refused here or
+// queued before DeleteTopicOffsets looks, which then tombstones it too.
+func (c *Coordinator) storableLocked(p *commitPart) bool {
+	switch {
+	case len(p.o.metadata) > c.cfg.MaxMetadataSize:
+		p.code = kerr.OffsetMetadataTooLarge.Code
+	case c.cfg.TopicExists != nil && !c.cfg.TopicExists(p.tp.topic, p.tp.partition):
+		p.code = kerr.UnknownTopicOrPartition.Code
+	default:
+		return true
+	}
+	return false
 }
 
 // waitCommit waits for w and turns a failed write into the parts' error code.

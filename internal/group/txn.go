@@ -103,8 +103,7 @@ func (c *Coordinator) stageLocked(g *group, pid int64, epoch int16, parts []*com
 		if !p.pending() {
 			continue
 		}
-		if len(p.o.metadata) > c.cfg.MaxMetadataSize {
-			p.code = kerr.OffsetMetadataTooLarge.Code
+		if !c.storableLocked(p) {
 			continue
 		}
 		recs = append(recs, Record{Key: stagedKey(g.name, pid, p.tp), Value: encodeStagedValue(epoch, p.o)})
