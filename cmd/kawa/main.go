@@ -35,6 +35,7 @@ func commands() []command {
 		{"group", "list, describe, delete consumer groups or reset their offsets", runGroup},
 		{"producers", "describe idempotent/transactional producer state per partition", runProducers},
 		{"txn", "list, describe or abort transactions", runTxn},
+		{"outbox", "show a transactional outbox's status, list, retry or drop its dead rows", runOutbox},
 		{"verify", "check delivery semantics under faults (loss, duplicates, aborted reads)", runVerify},
 		{"version", "print the build version", runVersion},
 		{"help", "show help for kawa or a subcommand", runHelp},
