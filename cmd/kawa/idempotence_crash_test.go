@@ -203,7 +203,7 @@ func createIdemTopic(t *testing.T, addr, topic string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	segBytes := "4096" // several segments, so recovery scans more than one
-	resp, err := kadm.NewClient(newClient(t, addr)).CreateTopic(ctx, 1, 1, map[string]*string{"segment.bytes": &segBytes}, topic)
+	resp, err := kadm.NewClient(newClient(t, addr)).CreateTopic(ctx, 1, 1, map[string]*string{"internal.segment.bytes": &segBytes}, topic)
 	if err == nil {
 		err = resp.Err
 	}

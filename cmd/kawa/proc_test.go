@@ -54,8 +54,16 @@ var listenRE = regexp.MustCompile(`kawa listening" addr=(\S+)`)
 // listens. It is SIGKILLed at cleanup if still running.
 func startKawa(t *testing.T, dir string, extra ...string) *kawaProc {
 	t.Helper()
-	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir}, extra...)
-	cmd := exec.Command(kawaBinary(t), args...)
+	return startKawaWrapped(t, nil, dir, extra...)
+}
+
+// startKawaWrapped is startKawa with the command run by wrapper (e.g.
+// prlimit with its options), which must exec it so the PID is kawa's.
+func startKawaWrapped(t *testing.T, wrapper []string, dir string, extra ...string) *kawaProc {
+	t.Helper()
+	args := append([]string{kawaBinary(t), "serve", "--listen", "127.0.0.1:0", "--data-dir", dir}, extra...)
+	args = append(append([]string(nil), wrapper...), args...)
+	cmd := exec.Command(args[0], args[1:]...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

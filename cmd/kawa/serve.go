@@ -50,6 +50,7 @@ func runServe(args []string) error {
 	fs.DurationVar(&cfg.RequestReadTimeout, "request-read-timeout", 30*time.Second, "a request frame must arrive whole within this time of its size prefix")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", math.MaxInt32, "cap on open client connections; at it, accepting pauses (max.connections)")
 	fs.IntVar(&cfg.MaxConnectionsPerIP, "max-connections-per-ip", math.MaxInt32, "cap on open connections from one client IP; more are closed at once (max.connections.per.ip)")
+	fs.IntVar(&cfg.MaxOpenLogFiles, "max-open-log-files", 0, "segment files held open over all partitions; idle ones are closed and reopened on use (0 = half the open-file limit)")
 	fs.DurationVar(&cfg.ConnectionsMaxIdle, "connections-max-idle", 10*time.Minute, "close connections that send no request for this long (connections.max.idle.ms)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -62,6 +63,9 @@ func runServe(args []string) error {
 	}
 	if cfg.FsyncInterval <= 0 || cfg.RetentionCheck <= 0 || cfg.RequestReadTimeout <= 0 || cfg.ConnectionsMaxIdle <= 0 {
 		return serveUsage("--fsync-interval, --retention-check-interval, --request-read-timeout and --connections-max-idle must be positive")
+	}
+	if cfg.MaxOpenLogFiles < 0 {
+		return serveUsage("--max-open-log-files must be 0 (automatic) or positive")
 	}
 	if cfg.MaxConnections <= 0 || cfg.MaxConnectionsPerIP <= 0 {
 		return serveUsage("--max-connections and --max-connections-per-ip must be positive")

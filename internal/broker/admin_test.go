@@ -132,7 +132,7 @@ func TestTopicAdmin(t *testing.T) {
 func TestOffsetsRetentionDeleteRecords(t *testing.T) {
 	t.Parallel()
 	k := kawatest.NewBroker(t)
-	k.CreateTopic("o", 1, map[string]*string{"segment.bytes": ptr("16384"), "retention.bytes": ptr("40000")})
+	k.CreateTopic("o", 1, map[string]*string{"internal.segment.bytes": ptr("16384"), "retention.bytes": ptr("40000")})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cl := k.Client(kgo.DefaultProduceTopic("o"), kgo.ProducerLinger(0))

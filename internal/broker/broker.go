@@ -39,6 +39,7 @@ type Broker struct {
 	catalog *meta.Catalog
 	pids    *producer.Allocator
 	metrics *Metrics
+	files   *log.FileCache // bounds the segment files' descriptors over all partitions
 	groups  *group.Coordinator
 	txn     *txn.Coordinator
 
@@ -78,6 +79,7 @@ func Open(fsys vfs.FS, cfg config.Broker, host string, port int32, lg *slog.Logg
 	b := &Broker{
 		cfg: cfg, fs: fsys, lg: lg, host: host, port: port,
 		catalog: cat, pids: pids, metrics: m,
+		files:   log.NewFileCache(cfg.MaxOpenLogFiles),
 		apiKeys: apiKeys(),
 		parts:   map[string][]*partition.Partition{},
 		stop:    make(chan struct{}),
@@ -120,25 +122,37 @@ func loadClusterID(fsys vfs.FS, dir string) (string, error) {
 }
 
 // topicConfig returns the effective config of t: broker defaults plus t's
-// overrides (validated when they were stored).
+// overrides (validated when they were stored). A stored value today's rules
+// refuse (segment.bytes below KIP-1030's 1 MiB, stored by an older Kawa) is
+// skipped with a warning, alone, so the topic keeps its other configs and
+// the broker starts.
 func (b *Broker) topicConfig(t meta.Topic) config.Topic {
 	tc, err := config.Apply(b.cfg.DefaultTopic, t.Configs)
-	if err != nil {
-		b.lg.Warn("ignoring invalid stored topic config", "topic", t.Name, "err", err)
-		return b.cfg.DefaultTopic
+	if err == nil {
+		return tc
+	}
+	tc = b.cfg.DefaultTopic
+	for k, v := range t.Configs {
+		next, err := config.Apply(tc, map[string]string{k: v})
+		if err != nil {
+			b.lg.Warn("ignoring invalid stored topic config", "topic", t.Name, "err", err)
+			continue
+		}
+		tc = next
 	}
 	return tc
 }
 
 func (b *Broker) logOptions(tc config.Topic) log.Options {
 	o := log.Options{
-		SegmentBytes:   tc.SegmentBytes,
+		SegmentBytes:   tc.SegmentSize(),
 		SegmentMs:      tc.SegmentMs,
 		RetentionMs:    tc.RetentionMs,
 		RetentionBytes: tc.RetentionBytes,
 		FsyncInterval:  b.cfg.FsyncInterval,
 		Logger:         b.lg,
 		FS:             b.fs,
+		Files:          b.files,
 	}
 	switch b.cfg.Fsync {
 	case config.FsyncNever:

@@ -62,6 +62,6 @@ func (b *Broker) applyTopicConfig(name string, tc config.Topic) {
 		if p == nil {
 			continue
 		}
-		p.SetConfig(tc.RetentionMs, tc.RetentionBytes, tc.SegmentBytes)
+		p.SetConfig(tc.RetentionMs, tc.RetentionBytes, tc.SegmentSize())
 	}
 }

@@ -82,6 +82,9 @@ func (b *Broker) createOne(rt kmsg.CreateTopicsRequestTopic, validateOnly, dup b
 	st.ReplicationFactor = 1
 	tc := b.topicConfig(t)
 	for _, d := range config.Defs {
+		if _, set := t.Configs[d.Name]; d.Internal && !set {
+			continue
+		}
 		c := kmsg.NewCreateTopicsResponseTopicConfig()
 		c.Name = d.Name
 		v := d.Get(tc)

@@ -72,8 +72,11 @@ func (b *Broker) describeConfigs(r *kmsg.DescribeConfigsRequest, rr kmsg.Describ
 		tc := b.topicConfig(t)
 		for _, d := range config.Defs {
 			src := sourceDefault
-			if _, ok := t.Configs[d.Name]; ok {
+			_, set := t.Configs[d.Name]
+			if set {
 				src = sourceDynamicTopic
+			} else if d.Internal {
+				continue
 			}
 			add(d.Name, d.Get(tc), src, d.Type, d.Doc, false)
 		}

@@ -100,7 +100,7 @@ func TestBL04RetryAfterSegmentDeleted(t *testing.T) {
 			t.Parallel()
 			k := kawatest.NewBroker(t)
 			segBytes, retMs := "1024", "60000"
-			k.CreateTopic("bl04", 1, map[string]*string{"segment.bytes": &segBytes, "retention.ms": &retMs})
+			k.CreateTopic("bl04", 1, map[string]*string{"internal.segment.bytes": &segBytes, "retention.ms": &retMs})
 			c := dial(t, k.Addr)
 			plain := idem{pid: -1, epoch: -1}
 			c.mustProduce("bl04", 0, plain.batch(-1, seqValues("filler", 0, 500)...), 0)

@@ -108,7 +108,7 @@ func TestMiddleCorruptionReported(t *testing.T) {
 	t.Parallel()
 	k := kawatest.NewBroker(t)
 	seg := "16384"
-	k.CreateTopic("rot", 1, map[string]*string{"segment.bytes": &seg})
+	k.CreateTopic("rot", 1, map[string]*string{"internal.segment.bytes": &seg})
 	k.CreateTopic("fine", 1, nil)
 	produceN(t, k, "rot", 600)
 	fine := produceN(t, k, "fine", 5)

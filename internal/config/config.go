@@ -67,6 +67,9 @@ type Broker struct {
 	MaxConnections      int           // max.connections (default, as in Kafka, 2147483647)
 	MaxConnectionsPerIP int           // max.connections.per.ip (default, as in Kafka, 2147483647)
 	ConnectionsMaxIdle  time.Duration // connections.max.idle.ms (default 10 minutes)
+	// MaxOpenLogFiles bounds the segment files (.log, .index, .timeindex) held open over all partitions; idle
+	// ones are closed and reopened on use. 0 = half the process's open-file limit.
+	MaxOpenLogFiles int
 
 	TxnMaxTimeout             time.Duration // transaction.max.timeout.ms (default 15 min)
 	TransactionalIDExpiration time.Duration // transactional.id.expiration.ms (default 7 days)
@@ -138,13 +141,16 @@ func (b Broker) WithDefaults() Broker {
 
 // Topic is the typed form of a topic's configs.
 type Topic struct {
-	RetentionMs     int64  // retention.ms; -1 = unlimited
-	RetentionBytes  int64  // retention.bytes; -1 = unlimited
-	SegmentBytes    int64  // segment.bytes
-	SegmentMs       int64  // segment.ms
-	MaxMessageBytes int32  // max.message.bytes: largest record batch accepted
-	CleanupPolicy   string // cleanup.policy; only "delete" is implemented
-	TimestampType   string // message.timestamp.type: CreateTime | LogAppendTime
+	RetentionMs    int64 // retention.ms; -1 = unlimited
+	RetentionBytes int64 // retention.bytes; -1 = unlimited
+	SegmentBytes   int64 // segment.bytes
+	// InternalSegmentBytes is Kafka's internal.segment.bytes: when > 0 it replaces SegmentBytes without
+	// segment.bytes' 1 MiB floor, so tests can roll small segments (Kafka's LogConfig has it for that).
+	InternalSegmentBytes int64
+	SegmentMs            int64  // segment.ms
+	MaxMessageBytes      int32  // max.message.bytes: largest record batch accepted
+	CleanupPolicy        string // cleanup.policy; only "delete" is implemented
+	TimestampType        string // message.timestamp.type: CreateTime | LogAppendTime
 }
 
 func (t Topic) withDefaults() Topic {
@@ -173,6 +179,18 @@ func (t Topic) withDefaults() Topic {
 	return t
 }
 
+// SegmentSize is the segment size the log rolls at: internal.segment.bytes when set, else segment.bytes.
+func (t Topic) SegmentSize() int64 {
+	if t.InternalSegmentBytes > 0 {
+		return t.InternalSegmentBytes
+	}
+	return t.SegmentBytes
+}
+
+// MinSegmentBytes is segment.bytes' minimum, 1 MiB since Kafka 4.0 (KIP-1030): smaller segments cost a file
+// descriptor and a directory entry per few records.
+const MinSegmentBytes = 1 << 20
+
 // DefaultTopic returns Kafka's default topic configs.
 func DefaultTopic() Topic {
 	return Topic{
@@ -194,6 +212,9 @@ type Def struct {
 	get      func(Topic) string
 	set      func(*Topic, string) error
 	Readonly bool
+	// Internal configs (Kafka's ConfigDef.defineInternal) are accepted like the others but listed by
+	// DescribeConfigs and CreateTopics only for a topic that sets them.
+	Internal bool
 }
 
 // Defs lists the supported topic configs in a stable order.
@@ -204,9 +225,13 @@ var Defs = []Def{
 	{Name: "retention.bytes", Type: "LONG", Doc: "delete oldest whole segments while a partition is larger; -1 = unlimited",
 		get: func(t Topic) string { return i64(t.RetentionBytes) },
 		set: func(t *Topic, v string) error { return parseI64(v, -1, &t.RetentionBytes) }},
-	{Name: "segment.bytes", Type: "INT", Doc: "segment file size before rolling",
+	{Name: "segment.bytes", Type: "INT", Doc: "segment file size before rolling; at least 1048576 (KIP-1030)",
 		get: func(t Topic) string { return i64(t.SegmentBytes) },
-		set: func(t *Topic, v string) error { return parseI64(v, 14, &t.SegmentBytes) }},
+		set: func(t *Topic, v string) error { return parseInt(v, MinSegmentBytes, &t.SegmentBytes) }},
+	{Name: "internal.segment.bytes", Type: "INT", Doc: "internal, for tests: overrides segment.bytes without its minimum",
+		Internal: true,
+		get:      func(t Topic) string { return i64(t.SegmentSize()) },
+		set:      func(t *Topic, v string) error { return parseInt(v, 14, &t.InternalSegmentBytes) }},
 	{Name: "segment.ms", Type: "LONG", Doc: "segment age before rolling",
 		get: func(t Topic) string { return i64(t.SegmentMs) },
 		set: func(t *Topic, v string) error { return parseI64(v, 1, &t.SegmentMs) }},
@@ -276,6 +301,19 @@ func Apply(t Topic, kv map[string]string) (Topic, error) {
 }
 
 func i64(n int64) string { return strconv.FormatInt(n, 10) }
+
+// parseInt parses an INT config: a value in [min, 2147483647].
+func parseInt(v string, min int64, dst *int64) error {
+	var n int64
+	if err := parseI64(v, min, &n); err != nil {
+		return err
+	}
+	if n > math.MaxInt32 {
+		return fmt.Errorf("value %d out of range for INT", n)
+	}
+	*dst = n
+	return nil
+}
 
 func parseI64(v string, min int64, dst *int64) error {
 	n, err := strconv.ParseInt(v, 10, 64)

@@ -10,11 +10,20 @@ func TestApplyValidates(t *testing.T) {
 	}
 	for _, bad := range []map[string]string{
 		{"retention.ms": "x"}, {"retention.ms": "-2"}, {"segment.bytes": "1"},
+		{"segment.bytes": "1048575"}, {"segment.bytes": "2147483648"}, {"internal.segment.bytes": "13"},
 		{"cleanup.policy": "compact"}, {"max.message.bytes": "99999999999"}, {"nope": "1"},
 	} {
 		if out, err := Apply(d, bad); err == nil || out != d {
 			t.Errorf("Apply(%v) = %+v, %v; want an error and the input unchanged", bad, out, err)
 		}
+	}
+	// KIP-1030: segment.bytes' minimum is 1 MiB; internal.segment.bytes overrides it for tests.
+	got, err = Apply(d, map[string]string{"segment.bytes": "1048576", "internal.segment.bytes": "4096"})
+	if err != nil || got.SegmentBytes != 1<<20 || got.SegmentSize() != 4096 {
+		t.Fatalf("Apply(segment sizes) = %+v (size %d), %v", got, got.SegmentSize(), err)
+	}
+	if got, _ := Apply(d, map[string]string{"segment.bytes": "2147483647"}); got.SegmentSize() != 2147483647 {
+		t.Fatalf("segment.bytes 2147483647: size %d", got.SegmentSize())
 	}
 	if _, err := ParseFsync("sometimes"); err == nil {
 		t.Error("ParseFsync accepted an unknown policy")

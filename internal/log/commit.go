@@ -6,8 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
 // commitState is the group-commit and sticky-error state shared by the writer, the sync goroutine and waiters.
@@ -121,15 +119,27 @@ func (l *Log) syncLoop() {
 		defer t.Stop()
 		tick = t.C
 	}
+	var retry <-chan time.Time // set while an fsync waits for a file descriptor
 	for {
 		select {
 		case <-c.stop:
 			return
 		case <-c.kick:
-			_ = l.syncActive()
+			l.syncOrRetry(&retry)
 		case <-tick:
-			_ = l.syncActive()
+			l.syncOrRetry(&retry)
+		case <-retry:
+			retry = nil
+			l.syncOrRetry(&retry)
 		}
+	}
+}
+
+// syncOrRetry runs syncActive; when it could not open the segment file (out of descriptors, FileCache) it
+// arms *retry so the fsync is tried again without waiting for another append.
+func (l *Log) syncOrRetry(retry *<-chan time.Time) {
+	if err := l.syncActive(); isOpenError(err) && *retry == nil {
+		*retry = time.After(10 * time.Millisecond)
 	}
 }
 
@@ -165,7 +175,10 @@ func (l *Log) syncActive() error {
 	if err != nil || done {
 		return err
 	}
-	if err := vfs.DataSync(s.log); err != nil {
+	if err := s.log.DataSync(); isOpenError(err) {
+		// No fsync ran: the data is unsynced, not lost, and the sync goroutine tries again.
+		return err
+	} else if err != nil {
 		// NB: never retried: after a failed fsync the kernel may have dropped the dirty pages.
 		return c.fail(fmt.Errorf("log: fsync %s: %w", s.log.Name(), err))
 	}
@@ -233,7 +246,7 @@ func (l *Log) syncAllLocked() error {
 	}
 	s := l.active
 	if err := s.syncAll(); err != nil {
-		return l.commit.fail(err)
+		return l.failUnlessOpen(err)
 	}
 	l.commit.noteFsynced(l.end.Load(), l.commit.appended.Load(), l.o.Fsync)
 	return nil

@@ -59,8 +59,16 @@
 // naming the offset and byte position. Anywhere else Open returns a *CorruptionError (ErrCorruption) naming the
 // file and position: corruption in the middle of the log is reported, never silently dropped or renumbered.
 //
+// # File descriptors
+//
+// Segment files are opened through a FileCache (Options.Files, one per broker) that closes idle descriptors,
+// least recently used first, and reopens them on use, so descriptors do not grow with partitions or segments.
+// Failing to open a file for lack of descriptors fails only the operation that needed it; it is not sticky.
+//
 // # Deleted segments
 //
 // Retention unlinks a segment's files at once but keeps them open for FileDeleteDelay, so a reader holding a
 // Chunk of it can finish; a reader slower than that, or reading after Close, gets an error and should Read again.
+// So does a reader of a deleted segment whose idle descriptor the FileCache closed: an unlinked file cannot be
+// reopened.
 package log

@@ -16,7 +16,8 @@ import (
 type Log struct {
 	dir    string
 	fs     vfs.FS
-	o      Options // with defaults applied; the three runtime-tunable fields below override it
+	files  *FileCache // bounds the descriptors of the segment files
+	o      Options    // with defaults applied; the three runtime-tunable fields below override it
 	logger *slog.Logger
 
 	segmentBytes   atomic.Int64
@@ -48,7 +49,7 @@ type Log struct {
 // NB: recovery reads every segment in full, so Open costs one sequential read of the partition.
 func Open(dir string, o Options) (*Log, error) {
 	o = o.withDefaults()
-	l := &Log{dir: dir, fs: o.FS, o: o, logger: o.Logger}
+	l := &Log{dir: dir, fs: o.FS, files: o.Files, o: o, logger: o.Logger}
 	l.segmentBytes.Store(o.SegmentBytes)
 	l.retentionMs.Store(o.RetentionMs)
 	l.retentionBytes.Store(o.RetentionBytes)
@@ -77,7 +78,8 @@ func Open(dir string, o Options) (*Log, error) {
 // new segment first when the active one is full or old enough, and updates the indexes. It does not fsync
 // (except the old segment on a roll). Calls must be serialised by the caller; Read, Sync and WaitDurable may run
 // concurrently. A write or fsync error is sticky: every later Append returns it. A malformed header is
-// rejected without harm.
+// rejected without harm, and so is a failure to open the segment file when the process is out of descriptors
+// (see FileCache): that Append fails alone, nothing is written, and the next one may succeed.
 func (l *Log) Append(b []byte) (base int64, err error) {
 	h, err := parseHeader(b)
 	if err == nil && int64(len(b)) != int64(h.Size()) {
@@ -104,7 +106,9 @@ func (l *Log) Append(b []byte) (base int64, err error) {
 	h.BaseOffset = l.end.Load()
 	batch.SetBaseOffset(b, h.BaseOffset)
 	pos := s.size
-	if _, err := s.log.WriteAt(b, pos); err != nil {
+	if _, err := s.log.WriteAt(b, pos); isOpenError(err) {
+		return 0, err // nothing was written
+	} else if err != nil {
 		_ = s.log.Truncate(pos) // best effort; recovery cuts a torn tail anyway
 		return 0, l.commit.fail(fmt.Errorf("log: write %s at %d: %w", s.log.Name(), pos, err))
 	}
@@ -144,12 +148,12 @@ func (l *Log) shouldRoll(s *segment, h batch.Header, n int) bool {
 func (l *Log) roll() error {
 	old := l.active
 	if err := old.syncAll(); err != nil {
-		return l.commit.fail(err)
+		return l.failUnlessOpen(err)
 	}
 	l.commit.noteFsynced(old.end, l.commit.appended.Load(), l.o.Fsync)
-	s, err := createSegment(l.fs, l.dir, l.end.Load())
+	s, err := createSegment(l.fs, l.files, l.dir, l.end.Load())
 	if err != nil {
-		return l.commit.fail(err)
+		return l.failUnlessOpen(err)
 	}
 	if err := l.fs.SyncDir(l.dir); err != nil {
 		s.close()
@@ -161,6 +165,15 @@ func (l *Log) roll() error {
 	l.mu.Unlock()
 	l.logger.Debug("log: rolled segment", "dir", l.dir, "base", s.base)
 	return nil
+}
+
+// failUnlessOpen makes err sticky unless it is only a failure to open a file (out of descriptors), which leaves
+// data and state as they were, so the operation can simply be tried again.
+func (l *Log) failUnlessOpen(err error) error {
+	if isOpenError(err) {
+		return err
+	}
+	return l.commit.fail(err)
 }
 
 // End is the log end offset: the offset the next Append assigns.

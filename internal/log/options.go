@@ -49,6 +49,9 @@ const (
 // Options configure a Log. The zero value is usable: real files, 1 GiB segments, 7-day retention, FsyncAlways.
 type Options struct {
 	FS vfs.FS // nil = vfs.OS
+	// Files bounds the descriptors held by segment files, shared by every Log given the same cache (nil = one
+	// process-wide cache of DefaultMaxOpenFiles()).
+	Files *FileCache
 	// SegmentBytes: roll when the active segment would exceed it (0 = 1 GiB; at most 2 GiB-1). A segment always
 	// takes at least one batch, so a batch larger than SegmentBytes gets a segment of its own.
 	SegmentBytes int64
@@ -81,6 +84,9 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	if o.FS == nil {
 		o.FS = vfs.OS
+	}
+	if o.Files == nil {
+		o.Files = sharedDefaultCache()
 	}
 	o.SegmentBytes = segmentBytesOrDefault(o.SegmentBytes)
 	if o.IndexIntervalBytes <= 0 {

@@ -116,7 +116,7 @@ func (l *Log) dropBelowStart(bases []int64, start int64) ([]int64, error) {
 // previous segment) and rebuilds its indexes. A bad batch in the last segment is a torn tail: the file is cut
 // there. Anywhere else it is a *CorruptionError.
 func (l *Log) recoverSegment(base int64, last bool) (*segment, error) {
-	s, err := openSegmentFiles(l.fs, l.dir, base, os.O_RDWR)
+	s, err := openSegmentFiles(l.fs, l.files, l.dir, base, os.O_RDWR)
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +265,7 @@ func rewriteFile(f vfs.File, data []byte) error {
 
 // startFresh creates the first segment of an empty log at offset start.
 func (l *Log) startFresh(start int64) error {
-	s, err := createSegment(l.fs, l.dir, start)
+	s, err := createSegment(l.fs, l.files, l.dir, start)
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,7 @@ func parseSegmentName(name, suffix string) (int64, bool) {
 // read under Log.mu.RLock. Fields marked (w) belong to the writer alone.
 type segment struct {
 	base                  int64
-	log, index, timeIndex vfs.File
+	log, index, timeIndex *lazyFile // descriptors opened on demand through the Log's FileCache
 	created               time.Time // when this process created or opened the segment
 
 	size    int64  // (mu) bytes of whole batches in log
@@ -67,22 +67,23 @@ func newSegment(base int64) *segment {
 
 // createSegment creates (or empties) the three files of a segment starting at base. The caller syncs the
 // directory.
-func createSegment(fs vfs.FS, dir string, base int64) (*segment, error) {
-	return openSegmentFiles(fs, dir, base, os.O_CREATE|os.O_RDWR|os.O_TRUNC)
+func createSegment(fs vfs.FS, fc *FileCache, dir string, base int64) (*segment, error) {
+	return openSegmentFiles(fs, fc, dir, base, os.O_CREATE|os.O_RDWR|os.O_TRUNC)
 }
 
-// openSegmentFiles opens a segment's files; the index files are created if missing (recovery rebuilds them).
-func openSegmentFiles(fs vfs.FS, dir string, base int64, logFlag int) (*segment, error) {
+// openSegmentFiles opens a segment's files through fc; the index files are created if missing (recovery
+// rebuilds them). Their descriptors may be closed while idle and reopened on use (FileCache).
+func openSegmentFiles(fs vfs.FS, fc *FileCache, dir string, base int64, logFlag int) (*segment, error) {
 	s := newSegment(base)
 	var err error
-	if s.log, err = fs.OpenFile(segmentName(dir, base, logSuffix), logFlag, 0o644); err != nil {
+	if s.log, err = fc.openLazy(fs, segmentName(dir, base, logSuffix), logFlag); err != nil {
 		return nil, fmt.Errorf("log: open segment %d: %w", base, err)
 	}
-	if s.index, err = fs.OpenFile(segmentName(dir, base, indexSuffix), os.O_CREATE|os.O_RDWR, 0o644); err != nil {
+	if s.index, err = fc.openLazy(fs, segmentName(dir, base, indexSuffix), os.O_CREATE|os.O_RDWR); err != nil {
 		s.close()
 		return nil, fmt.Errorf("log: open segment %d index: %w", base, err)
 	}
-	if s.timeIndex, err = fs.OpenFile(segmentName(dir, base, timeIndexSuffix), os.O_CREATE|os.O_RDWR, 0o644); err != nil {
+	if s.timeIndex, err = fc.openLazy(fs, segmentName(dir, base, timeIndexSuffix), os.O_CREATE|os.O_RDWR); err != nil {
 		s.close()
 		return nil, fmt.Errorf("log: open segment %d time index: %w", base, err)
 	}
@@ -135,7 +136,7 @@ func (s *segment) syncAll() error {
 	if err := s.flushIndexes(); err != nil {
 		return err
 	}
-	for _, f := range []vfs.File{s.log, s.index, s.timeIndex} {
+	for _, f := range []*lazyFile{s.log, s.index, s.timeIndex} {
 		if err := f.Sync(); err != nil {
 			return fmt.Errorf("log: fsync %s: %w", f.Name(), err)
 		}
@@ -145,7 +146,7 @@ func (s *segment) syncAll() error {
 
 func (s *segment) close() error {
 	var errs []error
-	for _, f := range []vfs.File{s.log, s.index, s.timeIndex} {
+	for _, f := range []*lazyFile{s.log, s.index, s.timeIndex} {
 		if f != nil {
 			errs = append(errs, f.Close())
 		}
