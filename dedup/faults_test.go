@@ -216,10 +216,14 @@ func TestPostgresGoesAway(t *testing.T) {
 	}
 	if _, err := s.Process(ctx, msg("m5"), goAway); err == nil || strings.Contains(err.Error(), "test setup") {
 		t.Fatalf("Process across the outage = %v, want a database error", err)
+	} else {
+		t.Logf("across the outage: %v", err)
 	}
 	for i := 5; i < 8; i++ {
 		if _, err := s.Process(ctx, msg(fmt.Sprint("m", i)), insertApplied(b, fmt.Sprint("o", i))); err == nil {
 			t.Fatalf("Process m%d succeeded with the database gone", i)
+		} else if i == 5 {
+			t.Logf("with the database gone: %v", err)
 		}
 	}
 	countOn := func(q string) (n int) {

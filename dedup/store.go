@@ -215,7 +215,7 @@ func (s *Store) Scope() string { return s.scope }
 // through Process). Transient errors (see WithRetry) rerun the whole
 // transaction, fn included, so fn may be called more than once but commits
 // at most once; fn must do only work in tx (a network call inside fn is not
-// undone by the rollback). Other database errors are returned wrapped, and
+// undone by the rollback) and must not commit or roll back tx itself. Other database errors are returned wrapped, and
 // nothing is recorded. If the commit itself fails with a broken connection,
 // whether it happened is unknown; the redelivered record then answers
 // Duplicate or Applied, never both.
