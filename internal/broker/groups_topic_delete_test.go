@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kawa-broker/kawa/internal/kawatest"
+	"github.com/kawa-broker/kawa/internal/meta"
+	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
 func deleteTopic(t *testing.T, k *kawatest.Broker, topic string) {
@@ -94,4 +96,53 @@ func TestDeleteTopicDeletesCommittedOffsets(t *testing.T) {
 	m.Close()
 	k = k.Restart()
 	check("after restart", k.Client())
+}
+
+// TestStartDeletesOffsetsOfMissingTopics: a crash between DeleteTopics'
+// catalog write and the groups' tombstones leaves offsets of a topic that no
+// longer exists; the next start deletes them, so re-creating the topic
+// still starts from no committed offset.
+func TestStartDeletesOffsetsOfMissingTopics(t *testing.T) {
+	t.Parallel()
+	k := kawatest.NewBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	k.CreateTopic("crash-x", 1, nil)
+	k.CreateTopic("crash-keep", 1, nil)
+	produceValues(t, k, "crash-x", 0, 4)
+	var os kadm.Offsets
+	os.Add(kadm.Offset{Topic: "crash-x", Partition: 0, At: 7, LeaderEpoch: -1})
+	os.Add(kadm.Offset{Topic: "crash-keep", Partition: 0, At: 3, LeaderEpoch: -1})
+	if resp, err := k.Admin().CommitOffsets(ctx, "g-crash", os); err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+	k.Close()
+	// The crash: the catalog no longer has the topic, the offsets log still
+	// holds its commit.
+	cat, err := meta.Open(vfs.OS, k.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.Delete("crash-x"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := k.Config
+	cfg.Listen = "127.0.0.1:0"
+	k = kawatest.Start(t, cfg)
+	k.CreateTopic("crash-x", 1, nil)
+	probe := k.Client()
+	if got := fetchCommitted(t, probe, "g-crash", "crash-x", 0)[0]; got != -1 {
+		t.Fatalf("re-created topic: committed %d, want -1", got)
+	}
+	if got := fetchCommitted(t, probe, "g-crash", "crash-keep", 0)[0]; got != 3 {
+		t.Fatalf("other topic: committed %d, want 3", got)
+	}
+	// Nor does the re-created topic get the old topic's records back.
+	ends, err := kadm.NewClient(probe).ListEndOffsets(ctx, "crash-x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := ends.Lookup("crash-x", 0); o.Err != nil || o.Offset != 0 {
+		t.Fatalf("re-created topic: end offset %d (%v), want 0", o.Offset, o.Err)
+	}
 }

@@ -71,20 +71,39 @@ func (b *Broker) createTopic(t meta.Topic) (meta.Topic, error) {
 	if err != nil {
 		return meta.Topic{}, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
 	}
+	// A new topic has no data: directories under its partitions' names are
+	// left from a deletion cut short by a crash (the catalog entry goes
+	// first), and opening them would bring the old records back.
+	for i := int32(0); i < t.Partitions; i++ {
+		dir := b.partitionDir(t.Name, i)
+		if st, err := b.fs.Stat(dir); err != nil || !st.IsDir() {
+			continue // the usual case: nothing left over, no fsync needed; a non-directory is not Kawa's, and fails the open
+		}
+		b.lg.Warn("removing a partition directory left by an interrupted topic deletion", "topic", t.Name, "partition", i)
+		if err := vfs.RemoveAllDurable(b.fs, dir); err != nil {
+			return meta.Topic{}, b.rollBackCreate(t, err)
+		}
+	}
 	if err := b.openTopic(t); err != nil {
-		// Roll back: a catalog entry whose partitions cannot open (e.g. out
-		// of file descriptors) would make every later start fail.
-		b.lg.Error("topic creation failed; rolled back", "topic", t.Name, "partitions", t.Partitions, "err", err)
-		if derr := b.catalog.Delete(t.Name); derr != nil {
-			b.lg.Error("rolling back topic creation failed", "topic", t.Name, "err", derr)
-		}
-		for i := int32(0); i < t.Partitions; i++ {
-			_ = vfs.RemoveAllDurable(b.fs, b.partitionDir(t.Name, i))
-		}
-		return meta.Topic{}, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+		return meta.Topic{}, b.rollBackCreate(t, err)
 	}
 	b.lg.Info("topic created", "topic", t.Name, "partitions", t.Partitions)
 	return t, nil
+}
+
+// rollBackCreate undoes a topic creation that failed with err after its
+// catalog entry was stored: a catalog entry whose partitions cannot open
+// (e.g. out of file descriptors) would make every later start fail. It
+// returns err as KAFKA_STORAGE_ERROR.
+func (b *Broker) rollBackCreate(t meta.Topic, err error) error {
+	b.lg.Error("topic creation failed; rolled back", "topic", t.Name, "partitions", t.Partitions, "err", err)
+	if derr := b.catalog.Delete(t.Name); derr != nil {
+		b.lg.Error("rolling back topic creation failed", "topic", t.Name, "err", derr)
+	}
+	for i := int32(0); i < t.Partitions; i++ {
+		_ = vfs.RemoveAllDurable(b.fs, b.partitionDir(t.Name, i))
+	}
+	return fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
 }
 
 // ensureTopic returns the topic, creating it with defaults when absent
