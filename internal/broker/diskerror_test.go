@@ -22,13 +22,23 @@ import (
 // is never retried as if the data were safe: after a failed fsync the kernel
 // may have dropped the dirty pages), while another partition keeps serving.
 // A restart recovers it from what is on disk.
+// The same holds for a failed write of the segment.
 func TestFsyncErrorTakesPartitionOffline(t *testing.T) {
 	t.Parallel()
+	for _, op := range []string{vfs.OpSync, vfs.OpWrite} {
+		t.Run(op, func(t *testing.T) {
+			t.Parallel()
+			storageErrorOffline(t, op)
+		})
+	}
+}
+
+func storageErrorOffline(t *testing.T, failOp string) {
 	mem := vfs.NewMem()
 	var failing atomic.Bool
 	var injected atomic.Int64
 	efs := vfs.NewErrorFS(mem, func(op, name string) error {
-		if failing.Load() && op == vfs.OpSync && strings.Contains(name, "/bad-0/") {
+		if failing.Load() && op == failOp && strings.Contains(name, "/bad-0/") && strings.HasSuffix(name, ".log") {
 			injected.Add(1)
 			return syscall.EIO
 		}
@@ -45,13 +55,20 @@ func TestFsyncErrorTakesPartitionOffline(t *testing.T) {
 	p := initProducer(t, k.Addr)
 	rc.wantCode("bad", 0, p.batch(0, "lost-0"), kerr.KafkaStorageError)
 	if injected.Load() == 0 {
-		t.Fatal("no fsync of bad-0 was attempted")
+		t.Fatalf("no %s of bad-0 was attempted", failOp)
 	}
 	failing.Store(false) // the disk "recovers"; the partition must not
 	rc.wantCode("bad", 0, p.batch(0, "lost-0"), kerr.KafkaStorageError)
 	rc.wantCode("bad", 0, p.batch(1, "lost-1"), kerr.KafkaStorageError)
 	if code := fetchCode(t, k, "bad", 0); code != kerr.KafkaStorageError.Code {
 		t.Fatalf("fetch of the offline partition: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(code))
+	}
+
+	if code := metadataCode(t, k, "bad", 0); code != kerr.KafkaStorageError.Code {
+		t.Fatalf("Metadata of the offline partition: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(code))
+	}
+	if code := metadataCode(t, k, "good", 0); code != 0 {
+		t.Fatalf("Metadata of good: %v, want no error", kerr.ErrorForCode(code))
 	}
 
 	// Other partitions keep serving.
@@ -102,4 +119,28 @@ func fetchCode(t *testing.T, k *kawatest.Broker, topic string, part int32) int16
 		t.Fatalf("fetch response with %d topics", len(resp.Topics))
 	}
 	return resp.Topics[0].Partitions[0].ErrorCode
+}
+
+// metadataCode returns the error code Metadata reports for topic/part.
+func metadataCode(t *testing.T, k *kawatest.Broker, topic string, part int32) int16 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, k.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mt := range resp.Topics {
+		for _, p := range mt.Partitions {
+			if mt.Topic != nil && *mt.Topic == topic && p.Partition == part {
+				return p.ErrorCode
+			}
+		}
+	}
+	t.Fatalf("Metadata lists no %s/%d", topic, part)
+	return 0
 }

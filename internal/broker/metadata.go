@@ -91,7 +91,10 @@ func (b *Broker) topicMetadata(t meta.Topic) kmsg.MetadataResponseTopic {
 			// without a leader yet like this.
 			p.ErrorCode = kerr.LeaderNotAvailable.Code
 			p.Leader = -1
-		case parts[i] == nil:
+		case parts[i] == nil, parts[i].Err() != nil:
+			// Not opened (corrupt on disk) or offline after a sticky
+			// write/fsync error: Kafka lists a partition of an offline log
+			// dir like this.
 			p.ErrorCode = kerr.KafkaStorageError.Code
 			p.OfflineReplicas = []int32{b.cfg.NodeID}
 		}

@@ -133,11 +133,22 @@ func (k *Broker) Restart() *Broker {
 // new broker does not start.
 func (k *Broker) PowerCut() *Broker {
 	k.t.Helper()
+	return k.PowerCutKeeping(nil)
+}
+
+// PowerCutKeeping is PowerCut where keep decides what survives of each file
+// (vfs.MemFS.CrashCloneFunc: the durable bytes plus a prefix of an unsynced
+// tail models a torn write); nil keeps the durable bytes only.
+func (k *Broker) PowerCutKeeping(keep func(name string, synced, current []byte) []byte) *Broker {
+	k.t.Helper()
 	mem, ok := k.FS.(*vfs.MemFS)
 	if !ok {
 		k.t.Fatalf("kawatest: PowerCut needs a broker on a *vfs.MemFS, have %T", k.FS)
 	}
 	durable := mem.CrashClone()
+	if keep != nil {
+		durable = mem.CrashCloneFunc(keep)
+	}
 	k.Close()
 	cfg := k.Config
 	cfg.Listen = "127.0.0.1:0"

@@ -259,8 +259,9 @@ func cloneDurable(n *memNode, path string, keep func(string, []byte, []byte) []b
 	if !n.dir {
 		n.mu.RLock()
 		data := slices.Clone(keep(path, n.synced, n.data))
+		modTime := n.modTime // under the lock: a write may be updating it
 		n.mu.RUnlock()
-		return &memNode{data: data, synced: slices.Clone(data), modTime: n.modTime}
+		return &memNode{data: data, synced: slices.Clone(data), modTime: modTime}
 	}
 	c := newDir()
 	for name, child := range n.syncedChildren {
