@@ -158,6 +158,12 @@ func endOffsets(t *testing.T, b *kawatest.Broker, topic string) map[int32]int64 
 // included, without waiting on time.
 func readAll(t *testing.T, b *kawatest.Broker, topic string) []*kgo.Record {
 	t.Helper()
+	return readAllIso(t, b, topic, kgo.ReadCommitted())
+}
+
+// readAllIso is readAll at the given isolation level.
+func readAllIso(t *testing.T, b *kawatest.Broker, topic string, iso kgo.IsolationLevel) []*kgo.Record {
+	t.Helper()
 	ends := endOffsets(t, b, topic)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -167,7 +173,7 @@ func readAll(t *testing.T, b *kawatest.Broker, topic string) []*kgo.Record {
 			t.Fatalf("sentinel: %v", err)
 		}
 	}
-	cl := b.Client(kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	cl := b.Client(kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(iso))
 	var out []*kgo.Record
 	left := len(ends)
 	for left > 0 {
