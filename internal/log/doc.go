@@ -1,7 +1,9 @@
 // Package log is Kawa's durable partition log: an append-only sequence of Kafka record batches (v2) split into
 // segment files, with sparse indexes, crash recovery, retention and group-commit fsync. It knows batches, not
 // records, producers or transactions; it reads only the batch header fields it needs (base offset, length,
-// magic, CRC-32C, lastOffsetDelta, maxTimestamp) and never decodes records.
+// magic, CRC-32C, lastOffsetDelta, maxTimestamp), through internal/batch (ParseHeader, Header.Check, CheckCRC:
+// the module's one batch parser, fuzzed on the recovery path by FuzzRecover), and never decodes records. Every
+// file and directory it writes goes through its vfs.FS, with vfs's durable-write helpers for the small files.
 //
 // # Terms
 //
