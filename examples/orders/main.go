@@ -57,6 +57,7 @@ type config struct {
 	pollMax     time.Duration
 	timeout     time.Duration
 	latency     bool
+	rate        int
 
 	// Set by the supervisor for its children only.
 	role        string
@@ -84,6 +85,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.pollMax, "poll-max", 100*time.Millisecond, "relay's longest idle poll interval")
 	fs.DurationVar(&c.timeout, "timeout", 5*time.Minute, "give up (exit 1) when the run has not verified by then")
 	fs.BoolVar(&c.latency, "latency", false, "print the end-to-end latency from the Enqueue transaction's commit to the consumer's offset commit (p50, p99)")
+	fs.IntVar(&c.rate, "rate", 0, "application orders per second (0: as fast as the database takes them); pace it below capacity to measure --latency without queueing")
 	fs.StringVar(&c.role, "role", "", "internal: relay or consumer (set by the supervisor)")
 	fs.IntVar(&c.crashIndex, "crash-index", 0, "internal: which crash point of the rotation this child arms")
 	fs.IntVar(&c.instance, "instance", 0, "internal: consumer instance number")
@@ -111,8 +113,8 @@ func (c *config) validate() error {
 		return errors.New("--orders, --products, --partitions, --shards, --batch and --consumers must be positive")
 	case c.rollbackPct < 0 || c.rollbackPct > 90:
 		return errors.New("--rollback-pct must be in 0..90")
-	case c.crashEvery < 0:
-		return errors.New("--crash-every must not be negative")
+	case c.crashEvery < 0 || c.rate < 0:
+		return errors.New("--crash-every and --rate must not be negative")
 	case c.relayMode != "idempotent" && c.relayMode != "transactional":
 		return fmt.Errorf("--relay-mode %q: want idempotent or transactional", c.relayMode)
 	case c.dedupKey != "seq" && c.dedupKey != "message-id":

@@ -69,6 +69,11 @@ func supervise(ctx context.Context, c *config, stdout, log io.Writer) error {
 		f.start("consumer", i)
 	}
 
+	// Orders start once the group has every consumer, so that --latency
+	// measures the pipeline, not the first join.
+	if err := waitGroupStable(ctx, adm, c, f); err != nil {
+		return err
+	}
 	w, err := writeOrders(ctx, db, d, c)
 	if err != nil {
 		return fmt.Errorf("application: %w", err)
@@ -137,7 +142,20 @@ func writeOrders(ctx context.Context, db *sql.DB, d dedup.Dialect, c *config) (*
 	rng := rand.New(rand.NewPCG(c.seed, 0x6f7264657273))
 	w := &workload{committed: map[string]order{}, rolledBack: map[string]bool{}, committedAt: map[string]time.Time{}}
 	insert := q(d, `INSERT INTO orders (order_id, product, qty) VALUES (?, ?, ?)`)
+	var pace <-chan time.Time
+	if c.rate > 0 {
+		t := time.NewTicker(time.Second / time.Duration(c.rate))
+		defer t.Stop()
+		pace = t.C
+	}
 	for i := 1; len(w.committed) < c.orders; i++ {
+		if pace != nil {
+			select {
+			case <-pace:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
 		o := order{OrderID: fmt.Sprintf("o-%06d", i), Product: productName(rng.IntN(c.products)), Qty: 1 + rng.Int64N(5)}
 		rollback := rng.IntN(100) < c.rollbackPct
 		value, err := json.Marshal(o)
@@ -172,43 +190,69 @@ func writeOrders(ctx context.Context, db *sql.DB, d dedup.Dialect, c *config) (*
 	return w, nil
 }
 
-// waitApplied polls the database until the consumer applied want orders and
-// the outbox is empty, failing early on a child's failure, dead rows or dead
-// letters.
-func waitApplied(ctx context.Context, db *sql.DB, adm *kadm.Client, c *config, f *fleet, want int) error {
-	tick := time.NewTicker(100 * time.Millisecond)
+// pollUntil calls check every interval until it reports done or an error,
+// a child fails, or ctx ends; then the error names what was awaited
+// (check's status string from its last call).
+func (f *fleet) pollUntil(ctx context.Context, every time.Duration, check func() (done bool, status string, err error)) error {
+	tick := time.NewTicker(every)
 	defer tick.Stop()
-	var applied, unsent, dead int64
+	status := "not checked yet"
 	for {
 		select {
 		case err := <-f.failed:
 			return err
 		case <-ctx.Done():
-			return fmt.Errorf("%w: %d of %d orders applied, %d outbox rows unsent, %d dead", ctx.Err(), applied, want, unsent, dead)
+			return fmt.Errorf("%w: %s", ctx.Err(), status)
 		case <-tick.C:
 		}
-		err := db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM applied), (SELECT COUNT(*) FROM kawa_outbox), (SELECT COUNT(*) FROM kawa_outbox_dead)`).Scan(&applied, &unsent, &dead)
-		if err != nil {
-			if ctx.Err() != nil {
-				continue
-			}
+		done, st, err := check()
+		if ctx.Err() != nil {
+			continue // the next round reports the timeout
+		}
+		if err != nil || done {
 			return err
 		}
-		if dead > 0 {
-			return fmt.Errorf("%d outbox rows moved to the dead table", dead)
+		status = st
+	}
+}
+
+// waitGroupStable waits until the consumer group is Stable with
+// --consumers members.
+func waitGroupStable(ctx context.Context, adm *kadm.Client, c *config, f *fleet) error {
+	return f.pollUntil(ctx, 50*time.Millisecond, func() (bool, string, error) {
+		status := fmt.Sprintf("group %s not Stable with %d members", c.group(), c.consumers)
+		gs, err := adm.DescribeGroups(ctx, c.group())
+		if err != nil {
+			return false, status, nil // the coordinator may not know the group yet
+		}
+		g, ok := gs[c.group()]
+		return ok && g.Err == nil && g.State == "Stable" && len(g.Members) == c.consumers, status, nil
+	})
+}
+
+// waitApplied polls the database until the consumer applied want orders and
+// the outbox is empty, failing early on a child's failure, dead rows or dead
+// letters.
+func waitApplied(ctx context.Context, db *sql.DB, adm *kadm.Client, c *config, f *fleet, want int) error {
+	return f.pollUntil(ctx, 100*time.Millisecond, func() (bool, string, error) {
+		var applied, unsent, dead int64
+		err := db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM applied), (SELECT COUNT(*) FROM kawa_outbox), (SELECT COUNT(*) FROM kawa_outbox_dead)`).Scan(&applied, &unsent, &dead)
+		status := fmt.Sprintf("%d of %d orders applied, %d outbox rows unsent", applied, want, unsent)
+		switch {
+		case err != nil:
+			return false, status, err
+		case dead > 0:
+			return false, status, fmt.Errorf("%d outbox rows moved to the dead table", dead)
+		case applied > int64(want):
+			return false, status, fmt.Errorf("%d orders applied, more than the %d committed", applied, want)
 		}
 		if n, err := dltRecords(ctx, adm, c); err != nil {
-			return err
+			return false, status, err
 		} else if n > 0 {
-			return fmt.Errorf("the consumer dead-lettered %d records to %s", n, c.dlt())
+			return false, status, fmt.Errorf("the consumer dead-lettered %d records to %s", n, c.dlt())
 		}
-		if applied > int64(want) {
-			return fmt.Errorf("%d orders applied, more than the %d committed", applied, want)
-		}
-		if applied == int64(want) && unsent == 0 {
-			return nil
-		}
-	}
+		return applied == int64(want) && unsent == 0, status, nil
+	})
 }
 
 func dltRecords(ctx context.Context, adm *kadm.Client, c *config) (int64, error) {
@@ -242,20 +286,10 @@ func ensureCommitted(ctx context.Context, adm *kadm.Client, c *config, log io.Wr
 	}
 	defer f.stopAll()
 	f.start("consumer", 0)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case err := <-f.failed:
-			return err
-		case <-ctx.Done():
-			return fmt.Errorf("%w: group %s committed offsets short: %s", ctx.Err(), c.group(), short)
-		case <-tick.C:
-		}
-		if short, err = uncommitted(ctx, adm, c, t); err != nil || short == "" {
-			return err
-		}
-	}
+	return f.pollUntil(ctx, 100*time.Millisecond, func() (bool, string, error) {
+		short, err := uncommitted(ctx, adm, c, t)
+		return short == "", "group " + c.group() + " committed offsets short: " + short, err
+	})
 }
 
 // uncommitted names the partitions whose committed offset is below their

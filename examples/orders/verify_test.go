@@ -44,7 +44,7 @@ func TestVerifyTopicFindsDiscrepancies(t *testing.T) {
 		"duplicate, transactional": {func(_ *config, tc *topicContents) {
 			tc.records = append(tc.records, tc.records[1])
 		}, "appears 2 times"},
-		"sequence gap": {func(_ *config, tc *topicContents) { tc.records[1].seq = 3 }, "a gap"},
+		"sequence gap":  {func(_ *config, tc *topicContents) { tc.records[1].seq = 3 }, "a gap"},
 		"changed value": {func(_ *config, tc *topicContents) { tc.records[0].o.Qty = 9 }, "committed"},
 	} {
 		t.Run(name, func(t *testing.T) {
