@@ -37,17 +37,7 @@ func FuzzRecover(f *testing.F) {
 		if !bytes.Equal(got, seg[:min(len(got), len(seg))]) || len(got) > len(seg) {
 			t.Fatalf("recovered %d bytes that are not a prefix of the %d byte segment", len(got), len(seg))
 		}
-		next := int64(0)
-		valid, iterErr := batch.Iterate(got, func(h batch.Header, _ []byte) bool {
-			if h.BaseOffset != next {
-				t.Fatalf("recovered batch at base offset %d, want %d", h.BaseOffset, next)
-			}
-			next = h.LastOffset() + 1
-			return true
-		})
-		if iterErr != nil || valid != len(got) || next != l.End() {
-			t.Fatalf("recovered log: %d of %d bytes valid (%v), batches end at %d, End() = %d", valid, len(got), iterErr, next, l.End())
-		}
+		wantWholeBatches(t, got, 0, l.End())
 		extra := mkBatch(1, 5, 10, 'x')
 		if _, err := l.Append(extra); err != nil {
 			t.Fatalf("Append after recovery: %v", err)
@@ -60,6 +50,57 @@ func FuzzRecover(f *testing.F) {
 			t.Fatal("a second recovery changed the log")
 		}
 	})
+}
+
+// FuzzRecoverMiddle feeds arbitrary bytes to recovery as the first of two
+// segments; the second holds one valid batch at offset 10 (where the "whole"
+// seed ends). Damage outside the last segment is corruption, never cut off
+// or renumbered: Open must never panic and either fail with ErrCorruption or
+// recover exactly both files, whole valid batches without gaps.
+func FuzzRecoverMiddle(f *testing.F) {
+	f.Fuzz(func(t *testing.T, seg []byte) {
+		fs := vfs.NewMem()
+		if err := fs.MkdirAll("/p", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		tail := mkBatch(0, 200, 10, 't')
+		batch.SetBaseOffset(tail, 10)
+		writeFileAt(t, fs, createFile(t, fs, segPath("/p", 0, logSuffix)), seg, 0)
+		writeFileAt(t, fs, createFile(t, fs, segPath("/p", 10, logSuffix)), tail, 0)
+		l, err := Open("/p", Options{FS: fs})
+		if err != nil {
+			if !errors.Is(err, ErrCorruption) {
+				t.Fatalf("Open: %v, want nil or ErrCorruption", err)
+			}
+			return
+		}
+		defer l.Close()
+		got := readAll(t, l)
+		if want := append(bytes.Clone(seg), tail...); !bytes.Equal(got, want) {
+			t.Fatalf("recovered %d bytes, want the %d of both segments whole", len(got), len(want))
+		}
+		if l.End() != 11 {
+			t.Fatalf("End() = %d, want 11", l.End())
+		}
+		wantWholeBatches(t, got, l.Start(), l.End())
+	})
+}
+
+// wantWholeBatches requires b to be whole valid batches numbered from first
+// without gaps, ending at end.
+func wantWholeBatches(t *testing.T, b []byte, first, end int64) {
+	t.Helper()
+	next := first
+	valid, err := batch.Iterate(b, func(h batch.Header, _ []byte) bool {
+		if h.BaseOffset != next {
+			t.Fatalf("recovered batch at base offset %d, want %d", h.BaseOffset, next)
+		}
+		next = h.LastOffset() + 1
+		return true
+	})
+	if err != nil || valid != len(b) || next != end {
+		t.Fatalf("recovered log: %d of %d bytes valid (%v), batches end at %d, want %d", valid, len(b), err, next, end)
+	}
 }
 
 // createFile creates name empty in fs and returns it.
@@ -77,24 +118,26 @@ func createFile(t *testing.T, fs vfs.FS, name string) string {
 
 var updateCorpus = flag.Bool("update-corpus", false, "rewrite the committed fuzz seed corpus under testdata/fuzz")
 
-// TestRecoverSeedCorpus regenerates testdata/fuzz/FuzzRecover with
+// TestRecoverSeedCorpus regenerates testdata/fuzz/FuzzRecover{,Middle} with
 // -update-corpus; without it, it checks the seeds are present.
 func TestRecoverSeedCorpus(t *testing.T) {
 	seeds := recoverSeeds()
-	dir := filepath.Join("testdata", "fuzz", "FuzzRecover")
-	if !*updateCorpus {
-		if ents, err := os.ReadDir(dir); err != nil || len(ents) < len(seeds) {
-			t.Fatalf("%s: %d seeds (%v); run go test -run TestRecoverSeedCorpus -update-corpus", dir, len(ents), err)
+	for _, fuzz := range []string{"FuzzRecover", "FuzzRecoverMiddle"} {
+		dir := filepath.Join("testdata", "fuzz", fuzz)
+		if !*updateCorpus {
+			if ents, err := os.ReadDir(dir); err != nil || len(ents) < len(seeds) {
+				t.Fatalf("%s: %d seeds (%v); run go test -run TestRecoverSeedCorpus -update-corpus", dir, len(ents), err)
+			}
+			continue
 		}
-		return
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, b := range seeds {
-		data := fmt.Appendf(nil, "go test fuzz v1\n[]byte(%q)\n", b)
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
+		}
+		for name, b := range seeds {
+			data := fmt.Appendf(nil, "go test fuzz v1\n[]byte(%q)\n", b)
+			if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 }
