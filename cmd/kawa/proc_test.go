@@ -93,7 +93,7 @@ func startKawaWrapped(t *testing.T, wrapper []string, dir string, extra ...strin
 	case p.Addr = <-addrc:
 	case <-p.done:
 		t.Fatalf("kawa exited before listening")
-	case <-time.After(30 * time.Second):
+	case <-time.After(3 * time.Minute): // a start recovers every partition: slow on a loaded machine
 		t.Fatalf("kawa did not start listening")
 	}
 	return p

@@ -1,11 +1,13 @@
 package log
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/kawa-broker/kawa/internal/batch"
@@ -79,7 +81,11 @@ func Open(dir string, o Options) (*Log, error) {
 // (except the old segment on a roll). Calls must be serialised by the caller; Read, Sync and WaitDurable may run
 // concurrently. A write or fsync error is sticky: every later Append returns it. A malformed header is
 // rejected without harm, and so is a failure to open the segment file when the process is out of descriptors
-// (see FileCache): that Append fails alone, nothing is written, and the next one may succeed.
+// (see FileCache): that Append fails alone, nothing is written, and the next one may succeed. So is a write
+// that fails because the disk is full (ENOSPC, EDQUOT), once the partial write is truncated away: the
+// error (errors.Is syscall.ENOSPC) goes to that Append and appends resume by themselves when space is freed.
+// NB: this is not the fsync-failure case (fsyncgate): no fsync failed and the bytes that did land were cut
+// from the file, so nothing the log reports as written or durable was dropped by the kernel.
 func (l *Log) Append(b []byte) (base int64, err error) {
 	h, err := parseHeader(b)
 	if err == nil && int64(len(b)) != int64(h.Size()) {
@@ -108,6 +114,8 @@ func (l *Log) Append(b []byte) (base int64, err error) {
 	pos := s.size
 	if _, err := s.log.WriteAt(b, pos); isOpenError(err) {
 		return 0, err // nothing was written
+	} else if isDiskFull(err) && s.log.Truncate(pos) == nil {
+		return 0, fmt.Errorf("log: write %s at %d: %w", s.log.Name(), pos, err)
 	} else if err != nil {
 		_ = s.log.Truncate(pos) // best effort; recovery cuts a torn tail anyway
 		return 0, l.commit.fail(fmt.Errorf("log: write %s at %d: %w", s.log.Name(), pos, err))
@@ -167,13 +175,19 @@ func (l *Log) roll() error {
 	return nil
 }
 
-// failUnlessOpen makes err sticky unless it is only a failure to open a file (out of descriptors), which leaves
-// data and state as they were, so the operation can simply be tried again.
+// failUnlessOpen makes err sticky unless it leaves data and state as they were, so the operation can simply
+// be tried again: a failure to open a file (out of descriptors), or an index write refused for lack of space
+// (the index entries stay in memory and are written again from the same position next time).
 func (l *Log) failUnlessOpen(err error) error {
-	if isOpenError(err) {
+	if isOpenError(err) || isDiskFull(err) && errors.Is(err, errIndexWrite) {
 		return err
 	}
 	return l.commit.fail(err)
+}
+
+// isDiskFull reports whether err is a write refused for lack of space.
+func isDiskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // End is the log end offset: the offset the next Append assigns.

@@ -114,17 +114,20 @@ func (s *segment) noteBatch(pos int64, h batch.Header, interval int64) {
 	s.end = h.LastOffset() + 1
 }
 
+// errIndexWrite marks a failed write of index entries (before any fsync of the segment).
+var errIndexWrite = errors.New("log: write index")
+
 // flushIndexes writes index entries not yet in the index files. Writer only.
 func (s *segment) flushIndexes() error {
 	if s.offFlushed < len(s.offIdx) {
 		if _, err := s.index.WriteAt(s.offIdx[s.offFlushed:], int64(s.offFlushed)); err != nil {
-			return fmt.Errorf("log: write index of segment %d: %w", s.base, err)
+			return fmt.Errorf("%w of segment %d: %w", errIndexWrite, s.base, err)
 		}
 		s.offFlushed = len(s.offIdx)
 	}
 	if s.timeFlushed < len(s.timeIdx) {
 		if _, err := s.timeIndex.WriteAt(s.timeIdx[s.timeFlushed:], int64(s.timeFlushed)); err != nil {
-			return fmt.Errorf("log: write time index of segment %d: %w", s.base, err)
+			return fmt.Errorf("%w (time index) of segment %d: %w", errIndexWrite, s.base, err)
 		}
 		s.timeFlushed = len(s.timeIdx)
 	}
