@@ -118,7 +118,8 @@ func runConsumer(ctx context.Context, c *config, log io.Writer) error {
 	}
 	defer db.Close()
 	k := newCrasher(c, consumerPoints, log)
-	opts := []dedup.Option{dedup.WithCrashPoint(k.at)}
+	counts := &dedup.Counters{}
+	opts := []dedup.Option{dedup.WithCrashPoint(k.at), dedup.WithHooks(counts)}
 	if c.dedupKey == "seq" {
 		opts = append(opts, dedup.WithSequence())
 	}
@@ -169,7 +170,11 @@ func runConsumer(ctx context.Context, c *config, log io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return cons.Run(ctx)
+	err = cons.Run(ctx)
+	// The counts of this incarnation (a clean stop only); the tests read them.
+	fmt.Fprintf(log, "orders consumer %d: dedup applied=%d duplicate=%d stale=%d gap=%d\n", c.instance,
+		counts.Get(dedup.EventApplied), counts.Get(dedup.EventDuplicate), counts.Get(dedup.EventStale), counts.Get(dedup.EventGap))
+	return err
 }
 
 // applier is the consumer's handler SQL.
