@@ -18,13 +18,14 @@ const (
 	CheckTornTxn       Check = "torn-txn"        // a read_committed consumer saw part of a transaction, not the rest
 	CheckCommitAhead   Check = "commit-ahead"    // committed offset beyond what had been processed
 	CheckCommitPastEnd Check = "commit-past-end" // committed offset beyond the log end
+	CheckCommitBack    Check = "commit-rollback" // committed offset went back below an acknowledged commit
 	CheckPastLSO       Check = "read-past-lso"   // read_committed returned a record at or past the LSO, or before its commit was asked for
 	CheckRecords       Check = "records"         // records that made it end to end (must be > 0)
 )
 
 // AllChecks lists the checks in report order.
 var AllChecks = []Check{CheckLostWrite, CheckLostE2E, CheckDupLog, CheckDupE2E, CheckOrder,
-	CheckAbortedRead, CheckTornTxn, CheckCommitAhead, CheckCommitPastEnd, CheckPastLSO, CheckRecords}
+	CheckAbortedRead, CheckTornTxn, CheckCommitAhead, CheckCommitPastEnd, CheckCommitBack, CheckPastLSO, CheckRecords}
 
 // Expect is what a semantic promises about an anomaly.
 type Expect string
@@ -41,12 +42,13 @@ const (
 // never duplicates; at-least-once may duplicate but never loses;
 // exactly-once does neither and adds the read_committed checks. Every
 // semantic must keep one producer's order (none retries out of order) and
-// must never commit past the log end.
+// must never commit past the log end, nor lose a commit it was answered
+// for.
 func Expectations(sem Semantic, c Check) Expect {
 	switch c {
 	case CheckRecords:
 		return ExpectPositive
-	case CheckOrder, CheckCommitPastEnd:
+	case CheckOrder, CheckCommitPastEnd, CheckCommitBack:
 		return ExpectZero
 	case CheckAbortedRead, CheckTornTxn, CheckPastLSO:
 		if sem == ExactlyOnce {
@@ -181,6 +183,8 @@ func (ix *index) run(c Check, sem Semantic) tally {
 		return ix.commitAhead(sem)
 	case CheckCommitPastEnd:
 		return ix.commitPastEnd(sem)
+	case CheckCommitBack:
+		return ix.commitRollback(sem)
 	case CheckPastLSO:
 		return ix.pastLSO(sem)
 	case CheckRecords:

@@ -135,6 +135,18 @@ func TestCheckOneAnomalyEach(t *testing.T) {
 		},
 		want: "at-least-once/commit-past-end", example: "kv-t-alo committed kv-t-alo/0@3 past the log end 2",
 	}, {
+		name: "answered commit taken back by the broker, member resumed below it",
+		mutate: func(b *builder) {
+			b.add(Event{Kind: KindCommit, W: "alo-c1.1", Topic: "kv-t-alo", Part: 1, Off: 1, Gen: 2})
+		},
+		want: "at-least-once/commit-rollback", example: "alo-c1.1 committed kv-t-alo/1@1 after alo-c0.1's answered commit @2",
+	}, {
+		name: "end-of-run committed offset below an answered commit",
+		mutate: func(b *builder) {
+			b.find(func(e *Event) bool { return e.Kind == KindGroup && e.Topic == "kv-t-amo" && e.Part == 1 }).Off = 1
+		},
+		want: "at-most-once/commit-rollback", example: "ended at kv-t-amo/1@1 below amo-c0.1's answered commit @2",
+	}, {
 		name: "read_committed returned a record at the LSO",
 		mutate: func(b *builder) {
 			b.add(Event{Kind: KindRead, W: "eos-rrc.1", ID: "eos-t0.1:1", Txn: "eos-t0.1/1", Topic: txnTopic, Part: 0, Off: 0, Iso: ReadCommitted, LSO: 0})

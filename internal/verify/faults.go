@@ -19,10 +19,26 @@ const (
 	FaultClientCrash FaultKind = "client-crash" // SIGKILL one worker (mid-batch, mid-transaction)
 	FaultDrop        FaultKind = "drop"         // the proxy drops one response (a lost acknowledgement)
 	FaultSlow        FaultKind = "slow"         // the proxy delays every response for a while (slow disk)
+	// FaultPowerCut kills the broker and drops every write its file system
+	// was not asked to make durable, then restarts it; it needs a broker
+	// that implements PowerCutter (cmd/kawa-powercut's FUSE file system).
+	FaultPowerCut FaultKind = "power-cut"
 )
 
-// AllFaults lists every fault kind.
+// AllFaults lists every fault kind that works on any spawned broker; "all"
+// means these. FaultPowerCut is left out: it needs a PowerCutter.
 var AllFaults = []FaultKind{FaultKill, FaultPause, FaultClientCrash, FaultDrop, FaultSlow}
+
+// PowerCutter is a BrokerControl whose data directory sits on a file
+// system that can lose power.
+type PowerCutter interface {
+	BrokerControl
+	// PowerCut kills the broker (SIGKILL) and then discards everything not
+	// made durable: file contents written since the file's last fsync and
+	// directory entries changed since the directory's last fsync. The next
+	// Start runs on what is left.
+	PowerCut() error
+}
 
 // ParseFaults parses a comma-separated list of fault kinds; "none" or ""
 // is no faults and "all" every kind.
@@ -36,12 +52,12 @@ func ParseFaults(s string) ([]FaultKind, error) {
 	var out []FaultKind
 	for _, p := range strings.Split(s, ",") {
 		k := FaultKind(strings.TrimSpace(p))
-		found := false
+		found := k == FaultPowerCut
 		for _, f := range AllFaults {
 			found = found || f == k
 		}
 		if !found {
-			return nil, fmt.Errorf("unknown fault %q (want kill, pause, client-crash, drop, slow, all or none)", p)
+			return nil, fmt.Errorf("unknown fault %q (want kill, pause, client-crash, drop, slow, power-cut, all or none)", p)
 		}
 		out = append(out, k)
 	}
@@ -49,7 +65,7 @@ func ParseFaults(s string) ([]FaultKind, error) {
 }
 
 // brokerSide reports whether the fault needs control of the broker process.
-func (k FaultKind) brokerSide() bool { return k == FaultKill || k == FaultPause }
+func (k FaultKind) brokerSide() bool { return k == FaultKill || k == FaultPause || k == FaultPowerCut }
 
 // proxySide reports whether the fault needs the proxy.
 func (k FaultKind) proxySide() bool { return k == FaultDrop || k == FaultSlow }
@@ -84,7 +100,7 @@ func Schedule(seed uint64, kinds []FaultKind, d, pause time.Duration) []Schedule
 	for at := d / 10; at < d*8/10; {
 		f := ScheduledFault{At: at, Kind: kinds[rng.IntN(len(kinds))]}
 		switch f.Kind {
-		case FaultKill:
+		case FaultKill, FaultPowerCut:
 			f.Dur = 200*time.Millisecond + time.Duration(rng.Int64N(int64(1800*time.Millisecond)))
 		case FaultPause:
 			f.Dur = pause
@@ -148,6 +164,18 @@ func (in *injector) apply(ctx context.Context, f ScheduledFault) (string, error)
 	switch f.Kind {
 	case FaultKill:
 		if err := in.broker.Kill(); err != nil {
+			return "broker", err
+		}
+		sleepCtx(ctx, f.Dur)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		return "broker", in.broker.Start(rctx)
+	case FaultPowerCut:
+		pc, ok := in.broker.(PowerCutter)
+		if !ok {
+			return "broker", fmt.Errorf("broker cannot lose power")
+		}
+		if err := pc.PowerCut(); err != nil {
 			return "broker", err
 		}
 		sleepCtx(ctx, f.Dur)

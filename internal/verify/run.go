@@ -16,6 +16,9 @@ type Config struct {
 	Faults    []FaultKind
 	Duration  time.Duration // how long the workloads produce; the end-of-run steps come after
 	Seed      uint64
+	// Schedule, when set, replaces the schedule derived from Seed (a run
+	// that needs many faults of one kind, such as 50 power cuts).
+	Schedule []ScheduledFault
 
 	// Broker is a broker Run may kill, pause and restart (spawn mode); Run
 	// starts it and closes it. When nil, Brokers is an external broker and
@@ -65,6 +68,9 @@ func (c *Config) validate() error {
 	for _, f := range c.Faults {
 		if f.brokerSide() && c.Broker == nil {
 			return fmt.Errorf("fault %s needs a spawned broker (--spawn); against --brokers only client-side faults apply", f)
+		}
+		if _, ok := c.Broker.(PowerCutter); f == FaultPowerCut && !ok {
+			return fmt.Errorf("fault %s needs a broker on a file system that can lose power (cmd/kawa-powercut)", f)
 		}
 		if f.proxySide() && c.Proxy == nil {
 			return fmt.Errorf("fault %s needs the fault proxy (internal/proxy), which this build does not have", f)
@@ -158,7 +164,10 @@ func runPhases(ctx context.Context, cfg Config, res *Result, hist *History, adm 
 	start := time.Now()
 	inj := &injector{broker: cfg.Broker, net: res.proxy, sup: sup, emit: hist.Add, start: start}
 	opts.defaults()
-	res.Schedule = Schedule(cfg.Seed, cfg.Faults, cfg.Duration, max(opts.Session, opts.TxnTimeout)+3*time.Second)
+	res.Schedule = cfg.Schedule
+	if res.Schedule == nil {
+		res.Schedule = Schedule(cfg.Seed, cfg.Faults, cfg.Duration, max(opts.Session, opts.TxnTimeout)+3*time.Second)
+	}
 	fctx, fcancel := context.WithCancel(ctx)
 	injDone := make(chan struct{})
 	go func() { inj.run(fctx, res.Schedule); close(injDone) }()
