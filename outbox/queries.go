@@ -14,7 +14,7 @@ import (
 // queries holds the relay's SQL for one dialect.
 type queries struct {
 	d dedup.Dialect
-	rowsBeyondQ, ensureLease, acquireQ, renewQ, releaseQ, othersQ, selectQ,
+	rowsBeyondQ, ensureLease, acquireQ, renewQ, releaseQ, heartbeatQ, othersQ, leaveQ, selectQ,
 	holdQ, chargeQ, buryQ, deleteOneQ string
 }
 
@@ -29,7 +29,11 @@ func newQueries(d dedup.Dialect) queries {
 WHERE shard = ? AND (owner = '' OR expires_at <= ` + now + `) RETURNING epoch`),
 		renewQ:   r(`UPDATE kawa_outbox_leases SET expires_at = ` + now + ` + ? WHERE shard = ? AND owner = ? AND epoch = ?`),
 		releaseQ: r(`UPDATE kawa_outbox_leases SET owner = '', expires_at = 0 WHERE shard = ? AND owner = ? AND epoch = ?`),
-		othersQ:  r(`SELECT COUNT(DISTINCT owner) FROM kawa_outbox_leases WHERE owner <> '' AND owner <> ? AND expires_at > ` + now),
+		heartbeatQ: r(`INSERT INTO kawa_outbox_relays (owner, expires_at) VALUES (?, ` + now + ` + ?)
+ON CONFLICT (owner) DO UPDATE SET expires_at = excluded.expires_at`),
+		othersQ: r(`SELECT COUNT(*) FROM kawa_outbox_relays WHERE owner <> ? AND expires_at > ` + now),
+		// Forget this relay, and relays gone for an hour.
+		leaveQ: r(`DELETE FROM kawa_outbox_relays WHERE owner = ? OR expires_at < ` + now + ` - 3600000`),
 		// A key with a dead row is parked: its later rows wait.
 		selectQ: r(`SELECT o.id, o.topic, o.msg_key, o.value, o.headers, o.part, o.seq, o.message_id, o.created_at, o.attempts
 FROM kawa_outbox o
@@ -92,9 +96,20 @@ func (q queries) release(ctx context.Context, db *sql.DB, shard int, owner strin
 	return err
 }
 
-func (q queries) otherOwners(ctx context.Context, db *sql.DB, owner string) (n int, err error) {
+// otherRelays records this relay's heartbeat and counts the other live
+// relays, lease holders or not: a relay that holds no shard yet must count,
+// or the first relay would keep every shard.
+func (q queries) otherRelays(ctx context.Context, db *sql.DB, owner string, ttl time.Duration) (n int, err error) {
+	if _, err := db.ExecContext(ctx, q.heartbeatQ, owner, ttl.Milliseconds()); err != nil {
+		return 0, err
+	}
 	err = db.QueryRowContext(ctx, q.othersQ, owner).Scan(&n)
 	return n, err
+}
+
+func (q queries) leave(ctx context.Context, db *sql.DB, owner string) error {
+	_, err := db.ExecContext(ctx, q.leaveQ, owner)
+	return err
 }
 
 func (q queries) selectBatch(ctx context.Context, db *sql.DB, shard, limit int) ([]row, error) {

@@ -259,6 +259,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		for _, s := range held {
 			_ = r.q.release(rctx, r.o.db, s.shard, r.cfg.Owner, s.epoch)
 		}
+		_ = r.q.leave(rctx, r.o.db, r.cfg.Owner)
 	}()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -305,7 +306,7 @@ func (r *Relay) leaseRound(ctx context.Context, held map[int]*shardRun, exited c
 		default:
 		}
 	}
-	others, err := r.q.otherOwners(ctx, db, r.cfg.Owner)
+	others, err := r.q.otherRelays(ctx, db, r.cfg.Owner, r.cfg.LeaseTTL)
 	if err != nil {
 		r.report(-1, fmt.Errorf("outbox: count relays: %w", err))
 		return

@@ -21,6 +21,7 @@ const SchemaVersion = 1
 //	kawa_outbox         unsent rows: id, shard, topic, msg_key, value, headers, part, seq, message_id, created_at (unix ms), attempts, last_error
 //	kawa_outbox_keys    per-(topic, msg_key) counter: last_seq, the last kawa-seq handed out
 //	kawa_outbox_leases  per shard: owner, epoch, expires_at (unix ms, database clock)
+//	kawa_outbox_relays  per live relay: owner, expires_at (heartbeat; the fair share of shards is shards / live relays)
 //	kawa_outbox_dead    poison rows: the kawa_outbox columns plus error and died_at (unix ms); a key with a dead row is parked
 //	kawa_outbox_schema  version
 var ddlTemplate = []string{
@@ -52,6 +53,10 @@ var ddlTemplate = []string{
 	shard INTEGER PRIMARY KEY,
 	owner TEXT NOT NULL,
 	epoch BIGINT NOT NULL,
+	expires_at BIGINT NOT NULL
+)`,
+	`CREATE TABLE IF NOT EXISTS kawa_outbox_relays (
+	owner TEXT PRIMARY KEY,
 	expires_at BIGINT NOT NULL
 )`,
 	`CREATE TABLE IF NOT EXISTS kawa_outbox_dead (
