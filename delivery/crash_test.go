@@ -42,6 +42,7 @@ type childSpec struct {
 	N          int    // the hit of Point that crashes
 	Action     string // "kill" (SIGKILL) or "stop" (SIGSTOP, for zombies)
 	Session    time.Duration
+	Work       time.Duration // simulated handler work per record
 }
 
 // childLog is the child's fsynced record of events.
@@ -160,8 +161,11 @@ func TestCrashChild(t *testing.T) {
 		conf.KgoOpts = append(conf.KgoOpts, kgo.SessionTimeout(spec.Session), kgo.RebalanceTimeout(spec.Session),
 			kgo.HeartbeatInterval(spec.Session/6))
 	}
+	var first sync.Once
 	handle := func(_ context.Context, r *kgo.Record) error {
+		time.Sleep(spec.Work) // simulated work, so rebalances land mid-run
 		log.line("h %d %d %s", r.Partition, r.Offset, r.Value)
+		first.Do(func() { tell("handled") })
 		return nil
 	}
 	var c *delivery.Consumer
