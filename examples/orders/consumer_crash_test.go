@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"regexp"
@@ -102,7 +103,7 @@ func TestConsumerCrashPointsExactCounts(t *testing.T) {
 						gotApplied, gotDup, m[3], m[4], orders-applied, wantDup, applied, committed)
 				}
 				t.Logf("crash at %s: %d applied, committed offset %d; restart: applied=%d duplicate=%d", tc.point, applied, committed, gotApplied, gotDup)
-				if _, err := verify(ctx, be.DB, be.Dialect, adm, c, w, topic, 0); err != nil {
+				if _, err := verify(ctx, be.DB, be.Dialect, adm, c, w, topic); err != nil {
 					t.Fatal(err)
 				}
 			})
@@ -122,7 +123,7 @@ func publishOrders(t *testing.T, b *kawatest.Broker, be sqltest.Backend, c *conf
 	if err := createTopics(ctx, adm, c); err != nil {
 		t.Fatal(err)
 	}
-	w, err := writeOrders(ctx, be.DB, be.Dialect, c)
+	w, err := writeOrders(ctx, be.DB, be.Dialect, c, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

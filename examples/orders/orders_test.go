@@ -42,29 +42,30 @@ func runExample(t *testing.T, args ...string) (stdout, stderr string, code int) 
 	return out.String(), errb.String(), code
 }
 
-var crashesRE = regexp.MustCompile(`relay crashes (\d+), consumer crashes (\d+)`)
+var crashesRE = regexp.MustCompile(`relay crashes (\d+), consumer crashes (\d+); topic: \d+ records, (\d+) duplicates`)
 
 // TestCrashingRunVerifies is the issue's end-to-end acceptance: a few hundred
 // orders over tens of products, some application transactions rolled back,
 // relay and consumer SIGKILLed at every named crash point in turn and
-// restarted, on both backends and with both relay modes and both dedup keys;
+// restarted, on both backends and with both relay modes, both dedup keys and
+// groups of one and two consumers (whose crashes rebalance the group);
 // the example's own checks (verify.go: applied set = committed ids, stock and
 // version per product, kawa-seq 1..n in apply order, rolled-back orders
 // absent from the topic, one record per message id with the transactional
 // relay, outbox and dead tables empty, offsets committed) must pass.
 func TestCrashingRunVerifies(t *testing.T) {
-	const orders = 200
+	const orders, shards, batch = 200, 4, 20
 	b := kawatest.NewBroker(t)
-	combos := map[string][][2]string{ // backend -> {relay mode, dedup key}
-		"sqlite":   {{"idempotent", "seq"}, {"transactional", "message-id"}},
-		"postgres": {{"idempotent", "message-id"}, {"transactional", "seq"}},
+	combos := map[string][][3]string{ // backend -> {relay mode, dedup key, consumers}
+		"sqlite":   {{"idempotent", "seq", "1"}, {"transactional", "message-id", "2"}},
+		"postgres": {{"idempotent", "message-id", "2"}, {"transactional", "seq", "1"}},
 	}
 	sqltest.Each(t, func(t *testing.T, be sqltest.Backend) {
 		for i, combo := range combos[be.Name] {
-			t.Run(combo[0]+"-"+combo[1], func(t *testing.T) {
+			t.Run(combo[0]+"-"+combo[1]+"-"+combo[2], func(t *testing.T) {
 				out, errs, code := runExample(t, "--brokers", b.Addr, "--db", be.URL,
-					"--orders", strconv.Itoa(orders), "--products", "12", "--crash-every", "25",
-					"--relay-mode", combo[0], "--dedup-key", combo[1], "--seed", strconv.Itoa(7+i),
+					"--orders", strconv.Itoa(orders), "--products", "12", "--crash-every", "25", "--shards", strconv.Itoa(shards), "--batch", strconv.Itoa(batch),
+					"--relay-mode", combo[0], "--dedup-key", combo[1], "--consumers", combo[2], "--seed", strconv.Itoa(7+i),
 					"--run-id", fmt.Sprintf("t%d-%s", i, be.Name), "--timeout", "100s")
 				lines := strings.Split(strings.TrimSpace(out), "\n")
 				want := fmt.Sprintf("verified: %d orders, %d applied exactly once, inventory consistent", orders, orders)
@@ -74,6 +75,14 @@ func TestCrashingRunVerifies(t *testing.T) {
 				m := crashesRE.FindStringSubmatch(out)
 				if m == nil || m[1] == "0" || m[2] == "0" {
 					t.Fatalf("want relay and consumer crashes, got %q:\n%s", m, out)
+				}
+				// sdk-design.md's E: a relay crash publishes again at most the
+				// batch in flight of each shard it held; the transactional relay
+				// none (the example checks one record per message id).
+				relayCrashes, _ := strconv.Atoi(m[1])
+				dups, _ := strconv.Atoi(m[3])
+				if limit := relayCrashes * shards * batch; dups > limit {
+					t.Fatalf("%d duplicates in the topic after %d relay crashes, more than crashes x shards x batch = %d", dups, relayCrashes, limit)
 				}
 				t.Log(lines[0])
 			})

@@ -98,6 +98,9 @@ func runRelay(ctx context.Context, c *config, log io.Writer) error {
 		Hooks: outbox.Hooks{
 			CrashPoint: k.at,
 			Published:  func(_, n int) { k.handled(n) },
+			Error: func(shard int, err error) {
+				fmt.Fprintf(log, "orders relay: shard %d: %v (retrying)\n", shard, err)
+			},
 			Dead: func(row outbox.DeadRow) {
 				fmt.Fprintf(log, "orders relay: row %d (key %s seq %d) moved to the dead table: %s\n", row.ID, row.Key, row.Seq, row.Error)
 			},
@@ -166,7 +169,12 @@ func runConsumer(ctx context.Context, c *config, log io.Writer) error {
 			k.handled(1)
 		}
 		return nil
-	}, delivery.AtLeastOnceOptions{})
+	}, delivery.AtLeastOnceOptions{
+		// A database outage fails every attempt; retry long enough (within
+		// the budget, half the rebalance timeout) to ride out a short one
+		// instead of dead-lettering the orders.
+		Retry: delivery.RetryPolicy{Attempts: 30, Max: time.Second},
+	})
 	if err != nil {
 		return err
 	}

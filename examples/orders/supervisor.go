@@ -74,7 +74,7 @@ func supervise(ctx context.Context, c *config, stdout, log io.Writer) error {
 	if err := waitGroupStable(ctx, adm, c, f); err != nil {
 		return err
 	}
-	w, err := writeOrders(ctx, db, d, c)
+	w, err := writeOrders(ctx, db, d, c, log)
 	if err != nil {
 		return fmt.Errorf("application: %w", err)
 	}
@@ -94,7 +94,7 @@ func supervise(ctx context.Context, c *config, stdout, log io.Writer) error {
 	if err := ensureCommitted(ctx, adm, c, log, topic); err != nil {
 		return err
 	}
-	stats, err := verify(ctx, db, d, adm, c, w, topic, f.crashes("relay"))
+	stats, err := verify(ctx, db, d, adm, c, w, topic)
 	if err != nil {
 		return err
 	}
@@ -134,14 +134,13 @@ type workload struct {
 // --rollback-pct of them roll back after the Enqueue, drawn from --seed,
 // until --orders have committed. Order ids number the attempts, so a
 // rolled-back id is never reused.
-func writeOrders(ctx context.Context, db *sql.DB, d dedup.Dialect, c *config) (*workload, error) {
+func writeOrders(ctx context.Context, db *sql.DB, d dedup.Dialect, c *config, log io.Writer) (*workload, error) {
 	ob, err := outbox.New(db, d, outbox.Config{Source: c.source(), Shards: c.shards})
 	if err != nil {
 		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(c.seed, 0x6f7264657273))
 	w := &workload{committed: map[string]order{}, rolledBack: map[string]bool{}, committedAt: map[string]time.Time{}}
-	insert := q(d, `INSERT INTO orders (order_id, product, qty) VALUES (?, ?, ?)`)
 	var pace <-chan time.Time
 	if c.rate > 0 {
 		t := time.NewTicker(time.Second / time.Duration(c.rate))
@@ -162,27 +161,13 @@ func writeOrders(ctx context.Context, db *sql.DB, d dedup.Dialect, c *config) (*
 		if err != nil {
 			return nil, err
 		}
-		tx, err := db.BeginTx(ctx, nil)
+		committed, err := placeOrder(ctx, db, d, ob, c, o, value, rollback, log)
 		if err != nil {
 			return nil, err
 		}
-		if _, err := tx.ExecContext(ctx, insert, o.OrderID, o.Product, o.Qty); err != nil {
-			tx.Rollback()
-			return nil, err
-		}
-		if _, err := ob.Enqueue(ctx, tx, outbox.Record{Topic: c.topic(), Key: []byte(o.Product), Value: value}); err != nil {
-			tx.Rollback()
-			return nil, err
-		}
-		if rollback {
-			if err := tx.Rollback(); err != nil {
-				return nil, err
-			}
+		if !committed {
 			w.rolledBack[o.OrderID] = true
 			continue
-		}
-		if err := tx.Commit(); err != nil {
-			return nil, err
 		}
 		w.committedAt[o.OrderID] = time.Now()
 		w.committed[o.OrderID] = o
@@ -216,6 +201,65 @@ func (f *fleet) pollUntil(ctx context.Context, every time.Duration, check func()
 	}
 }
 
+// placeOrder runs one order's application transaction: insert the order,
+// Enqueue its record, then commit (or, when rollback, roll back on purpose).
+// A database error retries the whole transaction, as a service would, until
+// ctx ends. A failed commit has an unknown outcome (the connection may have
+// died after the server committed), so the order row decides: present means
+// committed. It reports whether the order committed.
+func placeOrder(ctx context.Context, db *sql.DB, d dedup.Dialect, ob *outbox.Outbox, c *config, o order, value []byte, rollback bool, log io.Writer) (bool, error) {
+	insert := q(d, `INSERT INTO orders (order_id, product, qty) VALUES (?, ?, ?)`)
+	attempt := func() (committed, unknown bool, err error) {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return false, false, err
+		}
+		if _, err := tx.ExecContext(ctx, insert, o.OrderID, o.Product, o.Qty); err != nil {
+			tx.Rollback()
+			return false, false, err
+		}
+		if _, err := ob.Enqueue(ctx, tx, outbox.Record{Topic: c.topic(), Key: []byte(o.Product), Value: value}); err != nil {
+			tx.Rollback()
+			return false, false, err
+		}
+		if rollback {
+			tx.Rollback() // on purpose; a failed rollback also leaves nothing
+			return false, false, nil
+		}
+		if err := tx.Commit(); err != nil {
+			return false, true, err
+		}
+		return true, false, nil
+	}
+	backoff := 50 * time.Millisecond
+	for unknown := false; ; {
+		if unknown {
+			var n int
+			err := db.QueryRowContext(ctx, q(d, `SELECT COUNT(*) FROM orders WHERE order_id = ?`), o.OrderID).Scan(&n)
+			if err == nil && n == 1 {
+				return true, nil
+			}
+			if err == nil {
+				unknown = false // it did not commit: run it again
+			}
+		}
+		if !unknown {
+			committed, u, err := attempt()
+			if err == nil {
+				return committed, nil
+			}
+			unknown = u
+			fmt.Fprintf(log, "orders application: order %s: %v; retrying\n", o.OrderID, err)
+		}
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("order %s: %w", o.OrderID, ctx.Err())
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
 // waitGroupStable waits until the consumer group is Stable with
 // --consumers members.
 func waitGroupStable(ctx context.Context, adm *kadm.Client, c *config, f *fleet) error {
@@ -240,7 +284,7 @@ func waitApplied(ctx context.Context, db *sql.DB, adm *kadm.Client, c *config, f
 		status := fmt.Sprintf("%d of %d orders applied, %d outbox rows unsent", applied, want, unsent)
 		switch {
 		case err != nil:
-			return false, status, err
+			return false, "database: " + err.Error(), nil // unavailable for a while: keep waiting
 		case dead > 0:
 			return false, status, fmt.Errorf("%d outbox rows moved to the dead table", dead)
 		case applied > int64(want):
