@@ -99,9 +99,6 @@ func (b *fetchBench) run(ctx context.Context, fs *cli.FlagSet, res *fetchResult)
 		res.RecordsPerS, res.MBPerS, res.MiBPerS = rates(res.Records, res.Bytes, elapsed)
 	}
 	u, uerr := s.stop(res.Bytes)
-	if u != nil {
-		u.CPUPerGiB = roundTo(u.CPUPerGiB, 3)
-	}
 	res.Broker = u
 	return errors.Join(err, uerr)
 }

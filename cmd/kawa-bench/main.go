@@ -63,6 +63,12 @@
 // prints exactly one JSON object on one line, so results append to a JSONL
 // file and a script computes per-round ratios.
 //   - txn: transactional against plain produce in one run (kawa-bench txn -h).
+//   - compare: issue 10's side-by-side run (scripts/bench-compare.sh wraps
+//     it): Kawa, kfake (this binary's peer-kfake) and nats-server, each a
+//     process of its own started per cell on 127.0.0.1, at equal durability;
+//     W0 calibration each round, rotated cell order, per-round ratios
+//     Kawa/peer as median [min-max], a JSON report and an SVG chart
+//     (compare.go, report.go).
 //
 // Exit status and messages follow cmd/kawa's (cmd/internal/cli): 0 on
 // success, 2 on a usage error, 1 on any other failure.
@@ -79,7 +85,7 @@ import (
 	"github.com/kawa-broker/kawa/cmd/internal/cli"
 )
 
-const benchUsage = `usage: kawa-bench <produce|fetch|peer-kfake|txn> [flags]
+const benchUsage = `usage: kawa-bench <produce|fetch|peer-kfake|txn|compare> [flags]
 
   kawa-bench produce --topic T [--partitions N] [--producers K] [--record-size B]
                      [--duration D] [--warmup D] [--rate R] [--sync] [--acks all|1|0]
@@ -87,6 +93,8 @@ const benchUsage = `usage: kawa-bench <produce|fetch|peer-kfake|txn> [flags]
   kawa-bench fetch   --topic T [--broker-pid PID] [--json]
   kawa-bench peer-kfake [--port 19092] [--data-dir D] [--sync-writes]
   kawa-bench txn     [--topic T] [--partitions 8] [--commit-every 10ms,100ms,1s] [--json]
+  kawa-bench compare --kawa BIN --nats-server BIN [--quick|--smoke|--full] [--rounds 3]
+                     [--work-dir D] [--out bench-results/latest.json]
 
 Run 'kawa-bench <mode> -h' for every flag.
 `
@@ -109,6 +117,8 @@ func runBench(args []string, stdin io.Reader, stdout io.Writer) error {
 		return runBenchPeerKfake(args[1:], stdout)
 	case "txn":
 		return runTxnBench(args[1:], stdout)
+	case "compare":
+		return runCompare(args[1:], stdout)
 	case "-h", "--help", "help":
 		return cli.Help(benchUsage)
 	}
@@ -174,9 +184,9 @@ func writeBrokerUsage(w io.Writer, u *brokerUsage) {
 	if u == nil {
 		return
 	}
-	fmt.Fprintf(w, "  broker pid %d: %.2f CPU-s", u.PID, u.CPUSeconds)
+	fmt.Fprintf(w, "  broker pid %d: %.2f CPU-s (user %.2f, sys %.2f)", u.PID, u.CPUSeconds, u.UserSeconds, u.SysSeconds)
 	if u.CPUPerGiB > 0 {
-		fmt.Fprintf(w, " (%.2f CPU-s/GiB)", u.CPUPerGiB)
+		fmt.Fprintf(w, ", %.2f CPU-s/GiB (user %.2f, sys %.2f)", u.CPUPerGiB, u.UserPerGiB, u.SysPerGiB)
 	}
 	fmt.Fprintf(w, ", peak RSS %.1f MiB\n", float64(u.PeakRSSBytes)/(1<<20))
 }

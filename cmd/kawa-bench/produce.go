@@ -214,9 +214,7 @@ func (b *produceBench) fill(res *produceResult, st *produceStats, usage *brokerU
 	bytes := res.Records * int64(b.recordSize)
 	res.RecordsPerS, res.MBPerS, res.MiBPerS = rates(res.Records, bytes, elapsed)
 	res.Latency = summarize(st.hist)
-	if usage != nil && bytes > 0 {
-		usage.CPUPerGiB = roundTo(usage.CPUSeconds/(float64(bytes)/(1<<30)), 3)
-	}
+	usage.setPerGiB(bytes)
 }
 
 // sampleWindow samples the broker at the window's start and end.

@@ -1,0 +1,300 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/kawa-broker/kawa/cmd/internal/cli"
+)
+
+// `kawa-bench compare` is issue 10's one command: it starts each system as
+// its own process on 127.0.0.1 (a fresh one per cell), drives it from this
+// process, and reports per-round ratios Kawa/peer at equal durability, with
+// W0 calibration at the start of every round and the cell order rotated by
+// one position per round (bench-protocol.md §4.3).
+
+// workload is one OMB-style cell shape (bench-protocol.md §4.2).
+type workload struct {
+	name       string // W1, W2-1p-4prod, W7-fetch, ...
+	fetch      bool   // W7: fill a backlog, then read it from the log start
+	partitions int
+	producers  int
+	recordSize int
+	sync       bool  // one record in flight per producer
+	backlog    int64 // fetch: bytes of records to read
+	warmup     time.Duration
+	duration   time.Duration
+}
+
+// system is one broker configuration. Systems with the same durable value
+// are compared with each other only.
+type system struct {
+	name    string // kawa-always, kfake-sync, nats-always, kawa-never, kfake-datadir, nats-default
+	kind    string // kawa, kfake, nats
+	durable bool   // fsync before the ack
+}
+
+var (
+	sysKawaAlways    = system{"kawa-always", "kawa", true}
+	sysKfakeSync     = system{"kfake-sync", "kfake", true}
+	sysNatsAlways    = system{"nats-always", "nats", true}
+	sysKawaNever     = system{"kawa-never", "kawa", false}
+	sysKfakeDataDir  = system{"kfake-datadir", "kfake", false}
+	sysNatsDefault   = system{"nats-default", "nats", false}
+	durableSystems   = []system{sysKawaAlways, sysKfakeSync, sysNatsAlways}
+	pageCacheSystems = []system{sysKawaNever, sysKfakeDataDir, sysNatsDefault}
+)
+
+// cellSpec is one (workload, system) pair of a round.
+type cellSpec struct {
+	w workload
+	s system
+}
+
+// compareConfig is a parsed `kawa-bench compare` invocation.
+type compareConfig struct {
+	kawaBin   string
+	natsBin   string
+	selfBin   string // this binary, for peer-kfake
+	workDir   string
+	out       string
+	svg       string
+	rounds    int
+	calibEach time.Duration
+	cells     []cellSpec
+	stdout    io.Writer
+}
+
+const compareUsage = "kawa-bench compare --kawa BIN --nats-server BIN [--quick|--smoke|--full] [flags]"
+
+func runCompare(args []string, stdout io.Writer) error {
+	fs := cli.NewFlagSet("compare", compareUsage)
+	c := &compareConfig{stdout: stdout}
+	fs.StringVar(&c.kawaBin, "kawa", "", "path of the kawa binary (go build ./cmd/kawa)")
+	fs.StringVar(&c.natsBin, "nats-server", "", "path of a nats-server binary (go install github.com/nats-io/nats-server/v2@v2.15.2)")
+	fs.StringVar(&c.workDir, "work-dir", os.TempDir(), "directory on the disk under test; each cell's data dir is made (and removed) inside it")
+	fs.StringVar(&c.out, "out", "bench-results/latest.json", "JSON report (cells, ratios, calibration)")
+	fs.StringVar(&c.svg, "svg", "", "SVG chart of throughput and latency per system (default: --out with .svg)")
+	fs.IntVar(&c.rounds, "rounds", 3, "rounds; each runs every cell once, order rotated by one per round")
+	quick := fs.Bool("quick", false, "W1, W2 and W7 against NATS and kfake, 2s cells (under 5 minutes with 3 rounds)")
+	smoke := fs.Bool("smoke", false, "one round of tiny cells (about 30 s): checks the harness works, numbers mean nothing")
+	full := fs.Bool("full", false, "W1, W2 {1,16} partitions x {1,4} producers, W7 with a 1 GiB backlog, both durability modes, 20s cells")
+	if err := cli.ParseFlags(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case c.kawaBin == "" || c.natsBin == "":
+		return fs.UsageErr("--kawa and --nats-server are required")
+	case c.rounds < 1:
+		return fs.UsageErr("--rounds must be >= 1")
+	case btoi(*quick)+btoi(*smoke)+btoi(*full) > 1:
+		return fs.UsageErr("at most one of --quick, --smoke, --full")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	c.selfBin = self
+	switch {
+	case *smoke:
+		c.cells, c.calibEach = plan(smokeWorkloads()), 100*time.Millisecond
+		if !cli.IsSet(fs, "rounds") {
+			c.rounds = 1
+		}
+	case *full:
+		c.cells, c.calibEach = plan(fullWorkloads()), time.Second
+	default:
+		c.cells, c.calibEach = plan(quickWorkloads()), 300*time.Millisecond
+	}
+	if c.svg == "" {
+		c.svg = trimExt(c.out) + ".svg"
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := c.run(ctx)
+	if rep == nil {
+		return err
+	}
+	rep.computeRatios()
+	rep.printTable(stdout)
+	if werr := rep.write(c.out, c.svg); werr != nil {
+		return errors.Join(err, werr)
+	}
+	fmt.Fprintf(stdout, "wrote %s and %s\n", c.out, c.svg)
+	return err
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func trimExt(p string) string { return p[:len(p)-len(filepath.Ext(p))] }
+
+// quickWorkloads is `--quick`: W1, W2 (1 partition, 4 producers) in both
+// durability modes, W7 catch-up fetch of 256 MiB.
+func quickWorkloads() []workload { return coreWorkloads(time.Second, 2*time.Second, 256<<20) }
+
+// smokeWorkloads is `--smoke`, for CI: the same code paths, tiny cells.
+func smokeWorkloads() []workload {
+	return coreWorkloads(200*time.Millisecond, 500*time.Millisecond, 8<<20)
+}
+
+// coreWorkloads are W1, W2 with 1 partition and 4 producers, and W7 over a
+// backlog of backlog bytes, with the given warmup and measured window.
+func coreWorkloads(warm, dur time.Duration, backlog int64) []workload {
+	return []workload{
+		{name: "W1", partitions: 1, producers: 1, recordSize: 1024, sync: true, warmup: warm, duration: dur},
+		{name: "W2-1p-4prod", partitions: 1, producers: 4, recordSize: 1024, warmup: warm, duration: dur},
+		{name: "W7-fetch", fetch: true, partitions: 1, recordSize: 1024, backlog: backlog},
+	}
+}
+
+// fullWorkloads is `--full`: the protocol's 5 s warmup and 20 s cells.
+func fullWorkloads() []workload {
+	const warm, dur = 5 * time.Second, 20 * time.Second
+	ws := []workload{{name: "W1", partitions: 1, producers: 1, recordSize: 1024, sync: true, warmup: warm, duration: dur}}
+	for _, p := range []int{1, 16} {
+		for _, k := range []int{1, 4} {
+			ws = append(ws, workload{name: fmt.Sprintf("W2-%dp-%dprod", p, k), partitions: p, producers: k,
+				recordSize: 1024, warmup: warm, duration: dur})
+		}
+	}
+	ws = append(ws, workload{name: "W2-8p-8prod", partitions: 8, producers: 8, recordSize: 1024, warmup: warm, duration: dur})
+	return append(ws, workload{name: "W7-fetch", fetch: true, partitions: 1, recordSize: 1024, backlog: 1 << 30})
+}
+
+// plan pairs every workload with the systems of both durability modes. A
+// catch-up fetch measures the read path only, so W7 runs on the page-cache
+// systems (filling a 1 GiB backlog at NATS `always`'s ~3k msgs/s would take
+// minutes and measure nothing about reads).
+func plan(ws []workload) []cellSpec {
+	var cells []cellSpec
+	for _, w := range ws {
+		modes := [][]system{durableSystems, pageCacheSystems}
+		if w.fetch {
+			modes = modes[1:]
+		}
+		for _, m := range modes {
+			for _, s := range m {
+				// NATS has no partitions: only its 1-partition cells compare.
+				if s.kind == "nats" && w.partitions > 1 {
+					continue
+				}
+				cells = append(cells, cellSpec{w, s})
+			}
+		}
+	}
+	return cells
+}
+
+// run executes every round and returns what was measured, with the first
+// error that stopped it (a failed cell is recorded and the run goes on).
+func (c *compareConfig) run(ctx context.Context) (*report, error) {
+	if err := os.MkdirAll(c.workDir, 0o755); err != nil {
+		return nil, err
+	}
+	rep := &report{Started: time.Now().UTC().Format(time.RFC3339), Rounds: c.rounds,
+		Note: "ratios are kawa_over/peer of the same round's cells (throughput: >1 is Kawa faster; latency, CPU and RSS: <1 is Kawa better); median [min-max] over rounds"}
+	var failed error
+	for r := range c.rounds {
+		dir, cleanup, err := calibrationDir(c.workDir)
+		if err != nil {
+			return rep, err
+		}
+		cal, err := calibrate(ctx, dir, c.calibEach)
+		cleanup()
+		if err != nil {
+			return rep, fmt.Errorf("round %d calibration: %w", r, err)
+		}
+		cal.Round = r
+		rep.Calibration = append(rep.Calibration, cal)
+		fmt.Fprintf(c.stdout, "round %d: fdatasync 4 KiB p50 %.0f µs (preallocated %.0f µs), loopback RTT p50 %.1f µs\n",
+			r, cal.syncP50(4<<10, false), cal.syncP50(4<<10, true), cal.RTT.P50)
+		n := len(c.cells)
+		for i := range n {
+			if ctx.Err() != nil {
+				return rep, ctx.Err()
+			}
+			spec := c.cells[(i+r)%n]
+			res := c.runCell(ctx, spec)
+			res.Round, res.Order = r, i
+			rep.Cells = append(rep.Cells, res)
+			if res.Error != "" {
+				failed = errors.Join(failed, fmt.Errorf("round %d %s on %s: %s", r, spec.w.name, spec.s.name, res.Error))
+			}
+			fmt.Fprintf(c.stdout, "  %-12s %-13s %10.0f rec/s  p50 %8.0f µs  p99 %8.0f µs  user %.2f sys %.2f CPU-s/GiB  RSS %.0f MiB %s\n",
+				spec.w.name, spec.s.name, res.RecordsPerS, res.P50, res.P99, res.UserCPUPerGiB, res.SysCPUPerGiB,
+				float64(res.PeakRSS)/(1<<20), res.Error)
+		}
+	}
+	rep.flagCalibration()
+	return rep, failed
+}
+
+// runCell starts a fresh broker for spec, runs the workload and stops it.
+func (c *compareConfig) runCell(ctx context.Context, spec cellSpec) *cellResult {
+	res := &cellResult{Workload: spec.w.name, System: spec.s.name, Durable: spec.s.durable}
+	b, err := c.startBroker(ctx, spec.s)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	err = runWorkload(ctx, b, spec, res)
+	if serr := b.stop(); err == nil && serr != nil {
+		err = serr
+	}
+	if err != nil {
+		res.Error = err.Error()
+	}
+	return res
+}
+
+// runWorkload drives one running broker with spec's workload.
+func runWorkload(ctx context.Context, b *brokerProc, spec cellSpec, res *cellResult) error {
+	w := spec.w
+	switch {
+	case spec.s.kind == "nats" && w.fetch:
+		if err := natsFill(ctx, b.url(), w.backlog/int64(w.recordSize), w.recordSize); err != nil {
+			return err
+		}
+		fr, err := natsFetch(ctx, b.url(), b.pid())
+		res.fromFetch(fr)
+		return err
+	case spec.s.kind == "nats":
+		pr, err := natsProduce(ctx, b.url(), w, b.pid())
+		res.fromProduce(pr)
+		return err
+	case w.fetch:
+		if err := kafkaFill(ctx, b.addr, w.backlog/int64(w.recordSize), w.recordSize); err != nil {
+			return err
+		}
+		fb := &fetchBench{brokers: b.addr, topic: "bench", idle: 10 * time.Second,
+			fetchMaxBytes: 50 << 20, partitionMaxBytes: 1 << 20, brokerPID: b.pid()}
+		fr := &fetchResult{Bench: "fetch", Topic: "bench"}
+		err := fb.run(ctx, cli.NewFlagSet("fetch", ""), fr)
+		res.fromFetch(fr)
+		return err
+	default:
+		opts, err := cli.ProducerOpts(cli.NewFlagSet("produce", ""), "all", true)
+		if err != nil {
+			return err
+		}
+		pb := &produceBench{brokers: b.addr, topic: "bench", partitions: w.partitions, partitionsSet: true,
+			producers: w.producers, recordSize: w.recordSize, duration: w.duration, warmup: w.warmup,
+			sync: w.sync, linger: 10 * time.Millisecond, maxBuffered: 50000, brokerPID: b.pid(), clientOpts: opts}
+		pr := &produceResult{Bench: "produce"}
+		err = pb.run(ctx, pr)
+		res.fromProduce(pr)
+		return err
+	}
+}
