@@ -16,7 +16,6 @@ type Consumer struct {
 	run     func(ctx context.Context) error
 	close   func()
 	started sync.Once
-	ran     bool
 }
 
 // Run consumes until ctx is cancelled (then it finishes cleanly: it commits

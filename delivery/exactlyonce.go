@@ -64,7 +64,7 @@ func NewExactlyOnce(cfg Config, transactionalID string, h TransformHandler) (*Co
 		return nil, err
 	}
 	sess, err := kgo.NewGroupTransactSession(c.groupOpts(kgo.TransactionalID(transactionalID),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.RequireStableFetchOffsets())...)
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
 	if err != nil {
 		return nil, fmt.Errorf("delivery: transact session: %w", err)
 	}

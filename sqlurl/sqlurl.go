@@ -59,7 +59,7 @@ func Open(ctx context.Context, rawURL string) (*sql.DB, dedup.Dialect, error) {
 func Parse(rawURL string) (driver, dsn string, dialect dedup.Dialect, err error) {
 	scheme, rest, ok := strings.Cut(rawURL, ":")
 	if !ok {
-		return "", "", 0, fmt.Errorf("sqlurl: %q has no scheme: want sqlite:///path or postgres://...", Redact(rawURL))
+		return "", "", 0, fmt.Errorf("sqlurl: %q has no scheme: want sqlite:///path or postgres://host/db", Redact(rawURL))
 	}
 	switch strings.ToLower(scheme) {
 	case "sqlite", "sqlite3":

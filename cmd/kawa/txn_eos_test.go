@@ -35,7 +35,7 @@ func (w *eosWorker) run(ctx context.Context) {
 		s, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(w.addr),
 			kgo.TransactionalID(fmt.Sprintf("%s-worker-%d", w.group, w.id)),
 			kgo.ConsumerGroup(w.group), kgo.ConsumeTopics(w.in), kgo.DefaultProduceTopic(w.out),
-			kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.RequireStableFetchOffsets(),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond),
 			kgo.SessionTimeout(6*time.Second), kgo.RebalanceTimeout(3*time.Second), kgo.HeartbeatInterval(300*time.Millisecond),
 			kgo.RetryTimeout(5*time.Second), kgo.TransactionTimeout(10*time.Second))

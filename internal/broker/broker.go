@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -307,6 +306,3 @@ func (b *Broker) Close() error {
 	b.parts = map[string][]*partition.Partition{}
 	return errors.Join(errs...)
 }
-
-// ctxDone reports whether ctx has ended (a handler helper).
-func ctxDone(ctx context.Context) bool { return ctx.Err() != nil }

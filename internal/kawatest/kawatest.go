@@ -38,8 +38,8 @@ type Broker struct {
 // Option adjusts the broker config before start.
 type Option func(*config.Broker)
 
-// NewBroker starts a broker in t.TempDir() (or the Dir of a previous broker
-// via WithDir) and stops it at cleanup.
+// NewBroker starts a broker in t.TempDir() and stops it at cleanup (Start
+// takes a full config, e.g. a previous broker's DataDir for restart tests).
 func NewBroker(t testing.TB, opts ...Option) *Broker {
 	t.Helper()
 	cfg := config.Broker{Listen: "127.0.0.1:0", DataDir: t.TempDir(), AutoCreateTopics: true}
@@ -64,9 +64,6 @@ func NewBrokerOn(t testing.TB, fsys vfs.FS, opts ...Option) *Broker {
 
 // WithDir runs the broker on an existing data directory (restart tests).
 func WithDir(dir string) Option { return func(c *config.Broker) { c.DataDir = dir } }
-
-// WithFsync sets the flush policy.
-func WithFsync(f config.Fsync) Option { return func(c *config.Broker) { c.Fsync = f } }
 
 // Start starts a broker with cfg on the real file system.
 func Start(t testing.TB, cfg config.Broker) *Broker {

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kawa-broker/kawa/internal/batch"
+	"github.com/kawa-broker/kawa/internal/invariants"
 	"github.com/kawa-broker/kawa/internal/log"
 	"github.com/kawa-broker/kawa/internal/producer"
 	"github.com/kawa-broker/kawa/internal/vfs"
@@ -126,6 +127,9 @@ func (p *Partition) publish(hw int64) {
 	next.lso = min(next.hw, p.unstable)
 	if next == *cur {
 		return
+	}
+	if invariants.Enabled {
+		checkPublication(*cur, next)
 	}
 	p.offs.Store(&next)
 	close(p.wake)

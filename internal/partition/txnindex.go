@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/kawa-broker/kawa/internal/batch"
+	"github.com/kawa-broker/kawa/internal/invariants"
 	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
@@ -82,6 +83,9 @@ func (p *Partition) addAbortedLocked(a AbortedTxn, persist bool) {
 		}
 	}
 	p.aborted = append(p.aborted, a)
+	if invariants.Enabled {
+		p.checkAbortedLocked()
+	}
 	if !persist {
 		return
 	}

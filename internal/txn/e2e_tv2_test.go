@@ -71,7 +71,7 @@ func TestFranzGoNegotiatesTV2(t *testing.T) {
 	r := newRaw(t, k, nil)
 	s, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(px.Addr()), kgo.TransactionalID(txnID),
 		kgo.ConsumerGroup(group), kgo.ConsumeTopics(in), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.RequireStableFetchOffsets(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(out),
 		kgo.FetchMaxWait(100*time.Millisecond))
 	if err != nil {

@@ -221,13 +221,6 @@ func (h *History) Events() []Event {
 	return h.events[:len(h.events):len(h.events)]
 }
 
-// Len is the number of events so far.
-func (h *History) Len() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.events)
-}
-
 // Acked is the number of ack events so far.
 func (h *History) Acked() int64 { return h.acked.Load() }
 

@@ -22,7 +22,6 @@ func runPipeline(ctx context.Context, spec WorkerSpec, stop <-chan struct{}, emi
 		kgo.TransactionalID(spec.TxnID),
 		kgo.TransactionTimeout(spec.TxnTimeout),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.RequireStableFetchOffsets(),
 		kgo.DefaultProduceTopic(out),
 	)
 	s, err := kgo.NewGroupTransactSession(opts...)
