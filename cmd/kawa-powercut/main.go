@@ -62,6 +62,7 @@ type options struct {
 	every time.Duration
 	down  time.Duration
 	fsync string
+	fault verify.FaultKind
 	seed  uint64
 	rate  int
 	out   string
@@ -75,13 +76,17 @@ func parse(args []string) (options, error) {
 	fs.DurationVar(&o.every, "every", 3*time.Second, "time from one cut to the next (the broker's restart included)")
 	fs.DurationVar(&o.down, "down", 200*time.Millisecond, "time the power stays off")
 	fs.StringVar(&o.fsync, "fsync", "always", "the broker's --fsync: always (must pass) or never (must show lost writes)")
+	fault := fs.String("fault", "power-cut", "power-cut, or kill (SIGKILL only, nothing dropped: the control run that tells a power-loss bug from a crash bug)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the workers' random choices")
 	fs.IntVar(&o.rate, "rate", 100, "records per second per producer")
 	fs.StringVar(&o.out, "out", "", "directory for the mount point, result.json, history.jsonl and logs (default: a new temporary directory)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return o, err
 	}
+	o.fault = verify.FaultKind(*fault)
 	switch {
+	case o.fault != verify.FaultPowerCut && o.fault != verify.FaultKill:
+		return o, fs.UsageErr("--fault must be power-cut or kill")
 	case o.kawa == "":
 		return o, fs.UsageErr("--kawa is required")
 	case o.cuts < 1:
@@ -140,7 +145,7 @@ func run(args []string, stdout io.Writer) error {
 func schedule(o options) ([]verify.ScheduledFault, time.Duration) {
 	var s []verify.ScheduledFault
 	for i := range o.cuts {
-		s = append(s, verify.ScheduledFault{At: time.Duration(i+1) * o.every, Kind: verify.FaultPowerCut, Dur: o.down})
+		s = append(s, verify.ScheduledFault{At: time.Duration(i+1) * o.every, Kind: o.fault, Dur: o.down})
 	}
 	return s, time.Duration(o.cuts+2) * o.every
 }
@@ -172,7 +177,7 @@ func runVerify(ctx context.Context, o options, kawa, dir string, pfs *powerfs.FS
 	sched, d := schedule(o)
 	cfg := verify.Config{
 		Semantics: verify.AllSemantics,
-		Faults:    []verify.FaultKind{verify.FaultPowerCut},
+		Faults:    []verify.FaultKind{o.fault},
 		Schedule:  sched,
 		Duration:  d,
 		Seed:      o.seed,
@@ -219,20 +224,23 @@ func progress(pfs *powerfs.FS, cuts int) func(verify.Progress) {
 func report(o options, res *verify.Result, broker *cutBroker, pfs *powerfs.FS, dir string, stdout io.Writer) error {
 	res.WriteTable(stdout)
 	cuts, restartErrs := pfs.Cuts(), broker.restartErrors()
+	if o.fault == verify.FaultKill {
+		cuts = res.FaultsInjected
+	}
 	lost := 0
 	for _, f := range res.Findings {
 		if f.Check == verify.CheckLostWrite && f.Expected == verify.ExpectZero {
 			lost += f.Observed
 		}
 	}
-	fmt.Fprintf(stdout, "power cuts: %d of %d; restarts that failed: %d; lost acknowledged writes (at-least-once, exactly-once): %d\noutput: %s\n",
-		cuts, o.cuts, len(restartErrs), lost, dir)
+	fmt.Fprintf(stdout, "%s faults: %d of %d; restarts that failed: %d; lost acknowledged writes (at-least-once, exactly-once): %d\noutput: %s\n",
+		o.fault, cuts, o.cuts, len(restartErrs), lost, dir)
 	var problems []string
 	if cuts < o.cuts {
-		problems = append(problems, fmt.Sprintf("only %d of %d power cuts happened", cuts, o.cuts))
+		problems = append(problems, fmt.Sprintf("only %d of %d %s faults happened", cuts, o.cuts, o.fault))
 	}
 	for _, e := range restartErrs {
-		problems = append(problems, "broker did not start after a power cut: "+e)
+		problems = append(problems, "broker did not start after a fault: "+e)
 	}
 	if o.fsync == "never" {
 		if lost == 0 {
@@ -256,8 +264,8 @@ type cutBroker struct {
 	fs *powerfs.FS
 
 	mu       sync.Mutex
-	cut      bool     // a cut happened since the last Start
-	startErr []string // failed starts after a cut
+	killed   bool     // killed (or cut) since the last Start
+	startErr []string // failed starts after a kill or cut
 }
 
 var _ verify.PowerCutter = (*cutBroker)(nil)
@@ -268,22 +276,29 @@ func (b *cutBroker) PowerCut() error {
 	if err := b.Kill(); err != nil {
 		return err
 	}
-	b.mu.Lock()
-	b.cut = true
-	b.mu.Unlock()
 	return b.fs.Cut()
 }
 
+// Kill implements verify.BrokerControl; the next Start is a restart after
+// a crash, whose failure is recorded.
+func (b *cutBroker) Kill() error {
+	err := b.SpawnedBroker.Kill()
+	b.mu.Lock()
+	b.killed = true
+	b.mu.Unlock()
+	return err
+}
+
 // Start implements verify.BrokerControl, noting a start that fails after
-// a cut: the broker must always start on what a power cut left.
+// a kill or cut: the broker must always start on what a power cut left.
 func (b *cutBroker) Start(ctx context.Context) error {
 	err := b.SpawnedBroker.Start(ctx)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.cut && err != nil {
+	if b.killed && err != nil {
 		b.startErr = append(b.startErr, err.Error())
 	}
-	b.cut = false
+	b.killed = false
 	return err
 }
 

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -81,5 +82,27 @@ func TestParseSemantics(t *testing.T) {
 	}
 	if _, err := ParseSemantics("maybe-once"); err == nil {
 		t.Error("unknown semantic accepted")
+	}
+}
+
+// TestPowerCutNeedsAPowerCutter: power-cut is parsed but not part of "all",
+// and a run asking for it against a plain spawned broker is refused up
+// front, naming the command that provides one.
+func TestPowerCutNeedsAPowerCutter(t *testing.T) {
+	t.Parallel()
+	if got, err := ParseFaults("power-cut"); err != nil || !reflect.DeepEqual(got, []FaultKind{FaultPowerCut}) {
+		t.Fatalf("ParseFaults(power-cut) = %v, %v", got, err)
+	}
+	all, _ := ParseFaults("all")
+	for _, k := range all {
+		if k == FaultPowerCut {
+			t.Error(`"all" includes power-cut, which only a PowerCutter can inject`)
+		}
+	}
+	cfg := Config{Semantics: AllSemantics, Faults: []FaultKind{FaultPowerCut}, Duration: time.Second,
+		Launcher: InprocLauncher{}, Broker: &SpawnedBroker{}}
+	err := cfg.validate()
+	if err == nil || !strings.Contains(err.Error(), "cmd/kawa-powercut") {
+		t.Fatalf("validate = %v, want a refusal naming cmd/kawa-powercut", err)
 	}
 }
