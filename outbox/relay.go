@@ -53,9 +53,9 @@ const (
 	// PointAfterAcks: every record was acknowledged (transactional: EndTxn
 	// committed) and the rows are not yet deleted (R3).
 	PointAfterAcks = "after-acks-before-delete"
-	// PointInsideEndTxn: the EndTxn request was written to the broker and
-	// its response not yet read; the commit's outcome is unknown (R4,
-	// transactional mode only).
+	// PointInsideEndTxn: an EndTxn request (commit, or the abort of a
+	// failed batch) was written to the broker and its response not yet
+	// read; the outcome is unknown (R4, transactional mode only).
 	PointInsideEndTxn = "inside-end-txn"
 )
 
@@ -213,17 +213,25 @@ func (r *Relay) report(shard int, err error) {
 type shardRun struct {
 	shard    int
 	epoch    int64
-	deadline atomic.Int64 // unix nanos: the lease is surely ours until then
-	cancel   context.CancelFunc
+	deadline atomic.Int64       // unix nanos: the lease is surely ours until then
+	cancel   context.CancelFunc // stops now: the lease is lost
+	stop     chan struct{}      // closed: stop after the batch in flight
+	stopOnce sync.Once
 	done     chan struct{}
 	retryAt  time.Time // when an exited worker may restart
 }
 
+func (s *shardRun) stopAfterBatch() { s.stopOnce.Do(func() { close(s.stop) }) }
+
+// shutdownGrace bounds how long Run waits for batches in flight when its
+// context is cancelled.
+const shutdownGrace = 10 * time.Second
+
 func (s *shardRun) held() bool { return time.Now().UnixNano() < s.deadline.Load() }
 
 // Run leases shards and publishes their rows until ctx is done. It returns
-// nil after ctx is cancelled (having stopped its shard goroutines and
-// released its leases), or an error if it cannot start: the producer client
+// nil after ctx is cancelled, having let the batches in flight finish (for
+// up to 10s), stopped its shard goroutines and released its leases; or an error if it cannot start: the producer client
 // cannot be created, the progress topic cannot be created, or rows exist
 // for shards beyond Config.Shards.
 func (r *Relay) Run(ctx context.Context) error {
@@ -248,11 +256,22 @@ func (r *Relay) Run(ctx context.Context) error {
 	held := map[int]*shardRun{}
 	exited := make(chan *shardRun, r.o.shards)
 	defer func() {
+		// Let batches in flight finish (so idempotent mode does not
+		// re-send them after a restart), then cut what is left.
 		for _, s := range held {
-			s.cancel()
+			s.stopAfterBatch()
 		}
+		grace := time.NewTimer(shutdownGrace)
+		defer grace.Stop()
 		for _, s := range held {
-			<-s.done
+			select {
+			case <-s.done:
+			case <-grace.C:
+				for _, s := range held {
+					s.cancel()
+				}
+				<-s.done
+			}
 		}
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -319,7 +338,8 @@ func (r *Relay) leaseRound(ctx context.Context, held map[int]*shardRun, exited c
 		if len(held) <= target {
 			break
 		}
-		s.cancel()
+		// Still ours: finish the batch in flight before giving it back.
+		s.stopAfterBatch()
 		<-s.done
 		_ = r.q.release(ctx, db, shard, r.cfg.Owner, s.epoch)
 		delete(held, shard)
@@ -364,8 +384,12 @@ func (r *Relay) reportStatus(ctx context.Context) {
 }
 
 func (r *Relay) startShard(ctx context.Context, s *shardRun, exited chan *shardRun) {
-	sctx, cancel := context.WithCancel(ctx)
+	// The shard's work outlives Run's ctx by up to shutdownGrace, so that
+	// a batch in flight can finish; cancel cuts it.
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
+	s.stop = make(chan struct{})
+	s.stopOnce = sync.Once{}
 	s.done = make(chan struct{})
 	go func() {
 		defer close(s.done)
@@ -399,6 +423,11 @@ func (r *Relay) runShard(ctx context.Context, s *shardRun) error {
 	wait := r.cfg.PollMin
 	for {
 		wake := r.wakeCh()
+		select {
+		case <-s.stop:
+			return nil
+		default:
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -415,6 +444,9 @@ func (r *Relay) runShard(ctx context.Context, s *shardRun) error {
 			case <-ctx.Done():
 				t.Stop()
 				return nil
+			case <-s.stop:
+				t.Stop()
+				return nil
 			case <-wake:
 				wait = r.cfg.PollMin
 			case <-t.C:
@@ -425,6 +457,11 @@ func (r *Relay) runShard(ctx context.Context, s *shardRun) error {
 		}
 		wait = r.cfg.PollMin
 		r.crash(PointAfterSelect)
+		if !s.held() {
+			// Paused past the lease between select and produce: another
+			// relay may own these rows now.
+			return fmt.Errorf("%w: shard %d: expired before publishing", ErrLeaseLost, s.shard)
+		}
 		failed, err := r.publishBatch(ctx, s, p, rows, isolate)
 		if err != nil {
 			return err
@@ -437,6 +474,7 @@ func (r *Relay) runShard(ctx context.Context, s *shardRun) error {
 			t := time.NewTimer(r.cfg.PollMin * 10)
 			select {
 			case <-ctx.Done():
+			case <-s.stop:
 			case <-t.C:
 			}
 			t.Stop()
