@@ -126,3 +126,72 @@ func assertEachOnceExcept(t *testing.T, s *seen, n int, skip string) {
 		}
 	}
 }
+
+// TestAtLeastOnceReleaseWhoseFirstRecordFailsAgainReparks: releasing k2
+// replays its parked records; the first fails again, so it is dead-lettered
+// and k2 is parked anew with the rest; a second release applies the rest in
+// order, then later records of k2.
+func TestAtLeastOnceReleaseWhoseFirstRecordFailsAgainReparks(t *testing.T) {
+	b := kawatest.NewBroker(t)
+	for _, tp := range []string{"rp", "rp.DLT", "rp.parked"} {
+		b.CreateTopic(tp, 1, nil)
+	}
+	w := b.Client()
+	for _, v := range []string{"a1", "b1", "a2", "a3", "b2", "a4"} {
+		produceOne(t, w, "rp", v[:1], v)
+	}
+	h := newRecHooks()
+	conf := cfg(b, "g-rp", "rp")
+	conf.Hooks = h
+	s := newSeen(-1)
+	c, err := delivery.NewAtLeastOnce(conf, func(_ context.Context, r *kgo.Record) error {
+		if v := string(r.Value); v == "a1" || v == "a2" {
+			return fmt.Errorf("%s is poison", v)
+		}
+		s.add(r)
+		return nil
+	}, delivery.AtLeastOnceOptions{Retry: fastRetry, Park: &delivery.ParkOptions{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, _ := runLoop(t, c)
+	h.waitDLT(t) // a1
+	for range 3 {
+		waitChan(t, "a2..a4 parked", h.onPark)
+	}
+	waitChan(t, "b1, b2 applied", s.until(2))
+	rel := b.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := delivery.ReleaseKey(context.Background(), rel, "rp", 0, []byte("a"), "g-rp"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitDLT(t) // a2, failing again on replay
+	if err := delivery.ReleaseKey(context.Background(), rel, "rp", 0, []byte("a"), "g-rp"); err != nil {
+		t.Fatal(err)
+	}
+	produceOne(t, w, "rp", "a", "a5")
+	waitChan(t, "a3, a4, a5 applied", s.until(5))
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	got := fmt.Sprint(s.order["a"], s.order["b"])
+	s.mu.Unlock()
+	if want := "[a3 a4 a5] [b1 b2]"; got != want {
+		t.Errorf("applied %s, want %s", got, want)
+	}
+	var dlt []string
+	for _, r := range readAll(t, b, "rp.DLT") {
+		dlt = append(dlt, string(r.Value))
+	}
+	if fmt.Sprint(dlt) != "[a1 a2]" {
+		t.Errorf("DLT %v, want [a1 a2]", dlt)
+	}
+	var kinds []string
+	for _, r := range readAll(t, b, "rp.parked") {
+		kinds = append(kinds, header(r, delivery.HeaderPark)+":"+string(r.Value))
+	}
+	want := "[parked: record:a2 record:a3 record:a4 released: parked: record:a3 record:a4 released:]"
+	if fmt.Sprint(kinds) != want {
+		t.Errorf("park topic %v, want %s", kinds, want)
+	}
+}
