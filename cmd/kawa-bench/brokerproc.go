@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -19,11 +22,14 @@ import (
 // brokerProc is one system under test running as its own process on
 // 127.0.0.1, with its data in a directory removed when it stops.
 type brokerProc struct {
-	cmd    *exec.Cmd
-	dir    string
-	addr   string // host:port
-	exited chan struct{}
-	err    error // cmd.Wait's, valid after exited closes
+	cmd  *exec.Cmd
+	dir  string
+	addr string // host:port
+	// metrics is Kawa's Prometheus address (--metrics-addr), empty for the
+	// peers: the source of fsyncs and bytes per fsync.
+	metrics string
+	exited  chan struct{}
+	err     error // cmd.Wait's, valid after exited closes
 }
 
 func (b *brokerProc) pid() int    { return b.cmd.Process.Pid }
@@ -61,7 +67,14 @@ func (c *compareConfig) startBroker(ctx context.Context, s system) (*brokerProc,
 		if s.durable {
 			fsync = "always"
 		}
-		args = []string{"serve", "--listen", b.addr, "--data-dir", data, "--fsync", fsync, "--log-level", "warn"}
+		mport, err := freePort()
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		b.metrics = "127.0.0.1:" + strconv.Itoa(mport)
+		args = []string{"serve", "--listen", b.addr, "--data-dir", data, "--fsync", fsync, "--log-level", "warn",
+			"--metrics-addr", b.metrics}
 	case "kfake":
 		bin = c.selfBin
 		args = []string{"peer-kfake", "--port", strconv.Itoa(port), "--data-dir", data}
@@ -221,4 +234,56 @@ func kafkaFill(ctx context.Context, addr string, records int64, size int) error 
 	default:
 		return nil
 	}
+}
+
+// fsyncStats scrapes Kawa's kawa_log_fsyncs and kawa_log_fsynced_bytes
+// gauges (zeros for a peer, which exports none).
+func (b *brokerProc) fsyncStats(ctx context.Context) (fsyncs, bytes float64, err error) {
+	if b.metrics == "" {
+		return 0, 0, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, "http://"+b.metrics+"/metrics", nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, fmt.Errorf("scrape kawa metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return 0, 0, err
+	}
+	return parseFsyncMetrics(string(body))
+}
+
+// parseFsyncMetrics reads the two gauges from Prometheus text exposition.
+func parseFsyncMetrics(text string) (fsyncs, bytes float64, err error) {
+	found := 0
+	for line := range strings.Lines(text) {
+		name, value, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok {
+			continue
+		}
+		var dst *float64
+		switch name {
+		case "kawa_log_fsyncs":
+			dst = &fsyncs
+		case "kawa_log_fsynced_bytes":
+			dst = &bytes
+		default:
+			continue
+		}
+		if *dst, err = strconv.ParseFloat(value, 64); err != nil {
+			return 0, 0, fmt.Errorf("%s: %w", name, err)
+		}
+		found++
+	}
+	if found != 2 {
+		return 0, 0, errors.New("kawa metrics lack kawa_log_fsyncs or kawa_log_fsynced_bytes")
+	}
+	return fsyncs, bytes, nil
 }

@@ -232,9 +232,13 @@ func (c *compareConfig) run(ctx context.Context) (*report, error) {
 			if res.Error != "" {
 				failed = errors.Join(failed, fmt.Errorf("round %d %s on %s: %s", r, spec.w.name, spec.s.name, res.Error))
 			}
-			fmt.Fprintf(c.stdout, "  %-12s %-13s %10.0f rec/s  p50 %8.0f µs  p99 %8.0f µs  user %.2f sys %.2f CPU-s/GiB  RSS %.0f MiB %s\n",
+			fsyncs := ""
+			if res.Fsyncs > 0 {
+				fsyncs = fmt.Sprintf("  %d fsyncs of %.0f B", res.Fsyncs, res.BytesPerFsync)
+			}
+			fmt.Fprintf(c.stdout, "  %-12s %-13s %10.0f rec/s  p50 %8.0f µs  p99 %8.0f µs  user %.2f sys %.2f CPU-s/GiB  RSS %.0f MiB%s %s\n",
 				spec.w.name, spec.s.name, res.RecordsPerS, res.P50, res.P99, res.UserCPUPerGiB, res.SysCPUPerGiB,
-				float64(res.PeakRSS)/(1<<20), res.Error)
+				float64(res.PeakRSS)/(1<<20), fsyncs, res.Error)
 		}
 	}
 	rep.flagCalibration()
@@ -249,7 +253,17 @@ func (c *compareConfig) runCell(ctx context.Context, spec cellSpec) *cellResult 
 		res.Error = err.Error()
 		return res
 	}
+	f0, by0, ferr := b.fsyncStats(ctx)
 	err = runWorkload(ctx, b, spec, res)
+	f1, by1, ferr1 := b.fsyncStats(ctx)
+	if ferr = errors.Join(ferr, ferr1); err == nil && ferr != nil {
+		err = ferr
+	}
+	if f1 > f0 {
+		// Over the whole cell (warmup and fill included): bytes per fsync
+		// is a ratio, so the extra seconds barely move it.
+		res.Fsyncs, res.BytesPerFsync = int64(f1-f0), roundTo((by1-by0)/(f1-f0), 0)
+	}
 	if serr := b.stop(); err == nil && serr != nil {
 		err = serr
 	}

@@ -26,6 +26,10 @@ type cellResult struct {
 	UserCPUPerGiB float64 `json:"user_cpu_s_per_gib"`
 	SysCPUPerGiB  float64 `json:"sys_cpu_s_per_gib"`
 	PeakRSS       int64   `json:"peak_rss_bytes"`
+	// Kawa only, from its metrics over the whole cell: .log fsyncs and the
+	// bytes each made durable on average (group commit shows as > 1 batch).
+	Fsyncs        int64   `json:"fsyncs,omitempty"`
+	BytesPerFsync float64 `json:"bytes_per_fsync,omitempty"`
 	Errors        int64   `json:"errors,omitempty"`
 	Error         string  `json:"error,omitempty"`
 }

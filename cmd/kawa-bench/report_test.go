@@ -108,3 +108,17 @@ func TestCalibrateProbes(t *testing.T) {
 		t.Fatalf("svg %q, %v", svg, err)
 	}
 }
+
+// TestParseFsyncMetrics reads Kawa's two gauges from Prometheus text and
+// refuses text without them.
+func TestParseFsyncMetrics(t *testing.T) {
+	t.Parallel()
+	text := "# HELP kawa_log_fsyncs x\n# TYPE kawa_log_fsyncs gauge\nkawa_log_fsyncs 42\nkawa_log_fsynced_bytes 4.2e+06\ngo_goroutines 7\n"
+	f, b, err := parseFsyncMetrics(text)
+	if err != nil || f != 42 || b != 4.2e6 {
+		t.Fatalf("got %v, %v, %v; want 42, 4.2e6", f, b, err)
+	}
+	if _, _, err := parseFsyncMetrics("go_goroutines 7\n"); err == nil {
+		t.Fatal("metrics without the fsync gauges accepted")
+	}
+}

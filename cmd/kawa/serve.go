@@ -131,6 +131,13 @@ func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.
 		ln.Close()
 		return err
 	}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kawa_log_fsyncs",
+			Help: "fsyncs of partition .log files since their logs opened, summed over live partitions."},
+			func() float64 { return float64(b.LogStats().Fsyncs) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kawa_log_fsynced_bytes",
+			Help: "Bytes made durable by those fsyncs, summed over live partitions."},
+			func() float64 { return float64(b.LogStats().FsyncedSize) }))
 	var panics = prometheus.NewCounter(prometheus.CounterOpts{Name: "kawa_handler_panics_total", Help: "Handler panics (each closed its connection)."})
 	reg.MustRegister(panics)
 	scfg := server.ConfigFrom(cfg, lg)

@@ -1,6 +1,10 @@
 package broker
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kawa-broker/kawa/internal/log"
+)
 
 // Metrics are the broker's Prometheus collectors.
 type Metrics struct {
@@ -27,4 +31,23 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.Requests, m.ProducedBytes, m.FetchedBytes, m.ProduceErrors)
 	}
 	return m
+}
+
+// LogStats sums the fsync counters of every live partition's log, internal
+// topics included (bench protocol: fsyncs and bytes per fsync). A deleted
+// topic's counts leave the sum, so it is a gauge, not a counter.
+func (b *Broker) LogStats() log.Stats {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	var sum log.Stats
+	for _, ps := range b.parts {
+		for _, p := range ps {
+			if p != nil {
+				st := p.LogStats()
+				sum.Fsyncs += st.Fsyncs
+				sum.FsyncedSize += st.FsyncedSize
+			}
+		}
+	}
+	return sum
 }

@@ -169,6 +169,9 @@ func (p *Partition) LogStart() int64 { return p.log.Start() }
 // LogEnd is the log end offset (next offset to assign).
 func (p *Partition) LogEnd() int64 { return p.log.End() }
 
+// LogStats are the partition log's fsync counters since it was opened.
+func (p *Partition) LogStats() log.Stats { return p.log.Stats() }
+
 // Size is the partition's size on disk in bytes.
 func (p *Partition) Size() int64 { return p.log.Size() }
 
