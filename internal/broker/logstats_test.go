@@ -22,7 +22,7 @@ func TestLogStatsCountFsyncs(t *testing.T) {
 		fsync config.Fsync
 		want  bool
 	}{{config.FsyncAlways, true}, {config.FsyncNever, false}} {
-		k := kawatest.NewBroker(t, kawatest.WithFsync(tc.fsync))
+		k := kawatest.NewBroker(t, func(c *config.Broker) { c.Fsync = tc.fsync })
 		if _, err := k.Admin().CreateTopic(context.Background(), 1, 1, nil, "stats"); err != nil {
 			t.Fatal(err)
 		}
