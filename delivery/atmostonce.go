@@ -48,7 +48,9 @@ const maxCommitFailures = 10
 // and its commit retried (Run returns the error after 10 failures in a row).
 // A handler error or panic is reported through Hooks.OnError and the record
 // is not retried, which is what at-most-once means. A crash between the commit
-// and the end of the handler loses the rest of that batch and nothing else.
+// and the end of the handler loses the rest of that batch and nothing else;
+// a clean stop (ctx cancelled) first finishes the committed batch, so h gets
+// a ctx that the loop's cancellation does not reach.
 func NewAtMostOnce(cfg Config, h Handler) (*Consumer, error) {
 	c, err := cfg.validate()
 	if err != nil {
