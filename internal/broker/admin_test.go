@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kawa-broker/kawa/internal/kawatest"
+	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 )
 
 func ptr(s string) *string { return &s }
@@ -221,7 +222,7 @@ func TestFetchLongPollWokenByAppend(t *testing.T) {
 		}
 		done <- resp
 	}()
-	time.Sleep(300 * time.Millisecond)
+	wait.Until(t, 10*time.Second, "the fetch parked in its long poll", func() bool { return k.B.FetchesWaiting() == 1 })
 	prod := k.Client(kgo.DefaultProduceTopic("lp"))
 	if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte("wake")}).FirstErr(); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -38,6 +39,7 @@ type Broker struct {
 	catalog *meta.Catalog
 	pids    *producer.Allocator
 	metrics *Metrics
+	parked  atomic.Int64   // fetches waiting in a long poll (Kafka's Fetch purgatory size)
 	files   *log.FileCache // bounds the segment files' descriptors over all partitions
 	groups  *group.Coordinator
 	txn     *txn.Coordinator

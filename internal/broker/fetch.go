@@ -45,12 +45,21 @@ func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 		if stop || n >= int(r.MinBytes) || !time.Now().Before(deadline) || ctx.Err() != nil {
 			return resp
 		}
-		if !waitAny(ctx, wakes, time.Until(deadline)) {
+		b.parked.Add(1)
+		woken := waitAny(ctx, wakes, time.Until(deadline))
+		b.parked.Add(-1)
+		if !woken {
 			resp, _, _ := b.fetchOnce(r)
 			return resp
 		}
 	}
 }
+
+// FetchesWaiting is the number of fetches parked in a long poll right now
+// (Kafka's DelayedFetch purgatory size). A parked fetch took its wake
+// channels before its last read, so any append after it is counted here
+// wakes it.
+func (b *Broker) FetchesWaiting() int64 { return b.parked.Load() }
 
 func (b *Broker) fetchWakes(r *kmsg.FetchRequest) []<-chan struct{} {
 	var out []<-chan struct{}

@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kawa-broker/kawa/internal/kawatest"
+	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 )
 
 // TestGroupAutoCommitCrash (BL-19 part 4, Jepsen's corrected Bufstream
@@ -25,7 +27,10 @@ func TestGroupAutoCommitCrash(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const interval = 100 * time.Millisecond
-	c := newCrashable(t, k.Addr, append(memberOpts(group, topic), kgo.AutoCommitInterval(interval))...)
+	ticks := make(chan struct{}, 1024) // one per autocommit tick, once it is over
+	c := newCrashable(t, k.Addr, append(memberOpts(group, topic), kgo.AutoCommitInterval(interval),
+		kgo.AutoCommitCallback(func(*kgo.Client, *kmsg.OffsetCommitRequest, *kmsg.OffsetCommitResponse, error) { tick(ticks) }),
+		kgo.WithLogger(autocommitSkips{ticks}))...)
 	var batches [][]*kgo.Record
 	for len(batches) < 3 {
 		recs := c.PollRecords(ctx, 10).Records()
@@ -39,10 +44,21 @@ func TestGroupAutoCommitCrash(t *testing.T) {
 	third := batches[2]
 	prevPoll := third[0].Offset // everything before batch 3 was returned by earlier polls
 	received := third[len(third)-1].Offset + 1
-	groupWait(t, 5*time.Second, "an autocommit of the previous poll", func() bool {
+	wait.Until(t, 5*time.Second, "an autocommit of the previous poll", func() bool {
 		return fetchCommitted(t, k.Client(), group, topic, 0)[0] == prevPoll
 	})
-	time.Sleep(4 * interval) // several more autocommits: none may move past prevPoll without a poll
+	// Several more autocommits, each either committed (the callback) or
+	// skipped for having nothing new: none may move past prevPoll without a poll.
+	for len(ticks) > 0 {
+		<-ticks
+	}
+	for range 4 {
+		select {
+		case <-ticks:
+		case <-ctx.Done():
+			t.Fatal("timed out waiting for autocommits")
+		}
+	}
 	if got := fetchCommitted(t, k.Client(), group, topic, 0)[0]; got != prevPoll {
 		t.Fatalf("autocommitted %d after three polls, want %d (the previous poll's position; received up to %d)", got, prevPoll, received)
 	}
@@ -56,5 +72,26 @@ func TestGroupAutoCommitCrash(t *testing.T) {
 	recs := succ.PollRecords(ctx, 1).Records()
 	if len(recs) != 1 || recs[0].Offset != prevPoll {
 		t.Errorf("successor's first record %v, want offset %d", recs, prevPoll)
+	}
+}
+
+// autocommitSkips is a kgo logger that reports the autocommit ticks kgo skips
+// because nothing changed (they have no commit callback) on ticks.
+type autocommitSkips struct{ ticks chan<- struct{} }
+
+func (autocommitSkips) Level() kgo.LogLevel { return kgo.LogLevelDebug }
+
+func (l autocommitSkips) Log(_ kgo.LogLevel, msg string, _ ...any) {
+	if msg == "skipping autocommit due to no offsets to commit" {
+		tick(l.ticks)
+	}
+}
+
+// tick records one tick without ever blocking kgo (ticks past the buffer,
+// after the test stopped counting, are dropped).
+func tick(ticks chan<- struct{}) {
+	select {
+	case ticks <- struct{}{}:
+	default:
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/kawa-broker/kawa/internal/kawatest"
+	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 )
 
 // TestGroupSaramaAndKcat (issue 4 acceptance): a sarama.NewConsumerGroup
@@ -35,7 +36,7 @@ func TestGroupSaramaAndKcat(t *testing.T) {
 	stopSarama := startSaramaMember(t, ctx, k.Addr, group, topic, seen)
 	stopKcat := startKcatMember(t, kcat, k.Addr, group, topic, seen)
 	adm := k.Admin()
-	groupWait(t, 20*time.Second, "a Stable group with the sarama and kcat members both assigned", func() bool {
+	wait.Until(t, 20*time.Second, "a Stable group with the sarama and kcat members both assigned", func() bool {
 		g := describeGroup(t, adm, group)
 		if g.State != "Stable" || len(g.Members) != 2 || g.Protocol != "cooperative-sticky" {
 			return false
@@ -52,11 +53,11 @@ func TestGroupSaramaAndKcat(t *testing.T) {
 	for p := int32(0); p < partitions; p++ {
 		produceValues(t, k, topic, p, perPartition)
 	}
-	groupWait(t, 20*time.Second, "every record consumed", func() bool { return seen.count() == partitions*perPartition })
+	wait.Until(t, 20*time.Second, "every record consumed", func() bool { return seen.count() == partitions*perPartition })
 	// kcat's autocommit timer stays at librdkafka's 5 s (kcat's -X sets the
 	// topic-level auto.commit.interval.ms); its close commits and leaves.
 	stopKcat()
-	groupWait(t, 10*time.Second, "committed offsets at the end offsets", func() bool {
+	wait.Until(t, 10*time.Second, "committed offsets at the end offsets", func() bool {
 		got := fetchCommitted(t, k.Client(), group, topic, 0, 1, 2, 3, 4, 5)
 		for p := int32(0); p < partitions; p++ {
 			if got[p] != perPartition {

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kawa-broker/kawa/internal/kawatest"
+	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 )
 
 // TestGroupDeleteDurable (BL-18): G commits offsets for two partitions
@@ -89,7 +90,7 @@ func consumeAndLeave(t *testing.T, k *kawatest.Broker, group, topic string, n in
 		}
 	}
 	cancel()
-	groupWait(t, 10*time.Second, "both members to leave", func() bool {
+	wait.Until(t, 10*time.Second, "both members to leave", func() bool {
 		g := describeGroup(t, k.Admin(), group)
 		return g.State == "Empty" && len(g.Members) == 0
 	})

@@ -175,18 +175,6 @@ func describeGroup(t *testing.T, adm *kadm.Client, group string) kadm.DescribedG
 	return ds[group]
 }
 
-// waitFor polls cond every 20 ms until it holds or d passes.
-func groupWait(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // offsetRange is {from, ..., to-1}.
 func offsetRange(from, to int64) map[int64]bool {
 	s := make(map[int64]bool)

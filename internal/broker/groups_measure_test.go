@@ -22,6 +22,7 @@ import (
 
 	"github.com/kawa-broker/kawa/internal/config"
 	"github.com/kawa-broker/kawa/internal/kawatest"
+	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 )
 
 // TestMeasureGroupsRebalance: 10 members on a 20-partition topic are
@@ -104,7 +105,7 @@ func rebalanceOnce(t *testing.T, bal kgo.GroupBalancer, hb time.Duration) time.D
 		}
 		return len(owner) == partitions && len(seen) == want
 	}
-	groupWait(t, 60*time.Second, "10 members owning 20 partitions", func() bool { return owners(-1) })
+	wait.Until(t, 60*time.Second, "10 members owning 20 partitions", func() bool { return owners(-1) })
 	start := time.Now()
 	clients[0].Close()
 	mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kawa-broker/kawa/internal/kawatest"
+	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 )
 
 // TestGroupKilledMember (issue 4 acceptance): three franz-go members share
@@ -29,7 +30,7 @@ func TestGroupKilledMember(t *testing.T) {
 		startKillScenario(t, "range", kgo.RangeBalancer()),
 	}
 	for _, s := range scs {
-		groupWait(t, 20*time.Second, s.name+": three members owning all partitions and consuming", func() bool {
+		wait.Until(t, 20*time.Second, s.name+": three members owning all partitions and consuming", func() bool {
 			return s.led.balanced(3) && s.led.processedCount() > 100
 		})
 	}
@@ -37,12 +38,18 @@ func TestGroupKilledMember(t *testing.T) {
 		s.kill()
 	}
 	for _, s := range scs {
-		groupWait(t, 20*time.Second, s.name+": the victim's partitions to resume elsewhere", func() bool {
+		wait.Until(t, 20*time.Second, s.name+": the victim's partitions to resume elsewhere", func() bool {
 			return s.led.resumedAll(s.moved, s.killedAt)
 		})
 		s.noticed = s.led.reassignedAfter(s.moved, s.killedAt)
 	}
-	time.Sleep(300 * time.Millisecond) // keep producing a little after the rebalance
+	// Keep producing a little after the rebalance: some records acknowledged
+	// after each group noticed the kill, which the members must process too.
+	for _, s := range scs {
+		wait.Until(t, 20*time.Second, s.name+": records acknowledged after the rebalance", func() bool {
+			return s.prod.ackedBetween(s.noticed, time.Now().Add(time.Hour)) >= 20
+		})
+	}
 	for _, s := range scs {
 		s.finish(t)
 	}
@@ -85,7 +92,7 @@ func (s *killScenario) finish(t *testing.T) {
 	noticed := s.noticed
 	acked := s.prod.stop(t)
 	led := s.led
-	groupWait(t, 20*time.Second, s.name+": every acknowledged record processed", func() bool { return led.covers(acked) })
+	wait.Until(t, 20*time.Second, s.name+": every acknowledged record processed", func() bool { return led.covers(acked) })
 	for _, m := range s.members[1:] {
 		m.stop()
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kawa-broker/kawa/internal/kawatest"
+	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 )
 
 // staticMember is a kgo member with a group.instance.id whose rebalance
@@ -78,7 +79,7 @@ func TestGroupStaticMemberRestart(t *testing.T) {
 	for i := range members {
 		members[i] = startStatic(t, k, fmt.Sprintf("instance-%d", i))
 	}
-	groupWait(t, 20*time.Second, "three static members with two partitions each", func() bool {
+	wait.Until(t, 20*time.Second, "three static members with two partitions each", func() bool {
 		g := describeGroup(t, k.Admin(), "static")
 		if g.State != "Stable" || len(g.Members) != 3 {
 			return false
@@ -104,7 +105,7 @@ func TestGroupStaticMemberRestart(t *testing.T) {
 	restartedAt := time.Now()
 	members[1].cl.Close() // static: no LeaveGroup
 	members[1] = startStatic(t, k, "instance-1")
-	groupWait(t, groupSession/2, "the restarted member's old partitions", func() bool {
+	wait.Until(t, groupSession/2, "the restarted member's old partitions", func() bool {
 		_, a, _ := members[1].state()
 		return slices.Equal(a, before[1].assigned)
 	})

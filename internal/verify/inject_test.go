@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 )
 
 // callLog records what the faults did, in order.
@@ -45,7 +47,7 @@ func TestInjectorAppliesAndUndoesFaults(t *testing.T) {
 	h := NewHistory(nil)
 	sup := NewSupervisor(&fakeLauncher{}, []WorkerSpec{{Slot: "eos-t0", Role: WorkerTxn}}, nil, stamped(h.Add))
 	defer sup.Stop(time.Second)
-	waitFor(t, func() bool { return sup.Running() == 1 })
+	wait.Until(t, 5*time.Second, "one running worker", func() bool { return sup.Running() == 1 })
 	in := &injector{broker: fakeBroker{log}, net: fakeNet{log}, sup: sup, emit: h.Add, start: time.Now()}
 	in.run(context.Background(), []ScheduledFault{
 		{At: 0, Kind: FaultKill, Dur: 10 * time.Millisecond},
@@ -88,7 +90,7 @@ func TestInjectorStopsWithContext(t *testing.T) {
 		in.run(ctx, []ScheduledFault{{At: 0, Kind: FaultPause, Dur: time.Hour}, {At: time.Hour, Kind: FaultKill}})
 		close(done)
 	}()
-	waitFor(t, func() bool { log.mu.Lock(); defer log.mu.Unlock(); return len(log.calls) == 1 })
+	wait.Until(t, 5*time.Second, "one call", func() bool { log.mu.Lock(); defer log.mu.Unlock(); return len(log.calls) == 1 })
 	cancel()
 	<-done
 	// The paused broker is resumed even though the run was cut short.

@@ -4,7 +4,10 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 )
 
 // fakeLauncher starts fakeWorkers that run until stopped or killed, or exit
@@ -53,32 +56,20 @@ func (w *fakeWorker) Kill()                 { w.once.Do(func() { close(w.kill) }
 func (w *fakeWorker) Done() <-chan struct{} { return w.done }
 func (w *fakeWorker) Err() error            { <-w.done; return w.err }
 
-// waitFor polls cond; the supervisor restarts on its own goroutine.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestSupervisorRestartsCrashedWorker(t *testing.T) {
 	t.Parallel()
 	l := &fakeLauncher{}
 	h := NewHistory(nil)
 	specs := []WorkerSpec{{Slot: "alo-c0", Role: WorkerConsumer}, {Slot: "eos-rrc", Role: WorkerReader}}
 	s := NewSupervisor(l, specs, []string{"b:1"}, stamped(h.Add))
-	waitFor(t, func() bool { return s.Running() == 2 })
+	wait.Until(t, 5*time.Second, "two running workers", func() bool { return s.Running() == 2 })
 	if got := s.CrashTargets(); len(got) != 1 || got[0] != 0 {
 		t.Fatalf("crash targets %v, want [0] (readers are not crashed)", got)
 	}
 	if name := s.Crash(0); name != "alo-c0.1" {
 		t.Fatalf("crashed %q", name)
 	}
-	waitFor(t, func() bool { return len(l.names()) == 3 })
+	wait.Until(t, 5*time.Second, "the crashed worker relaunched", func() bool { return len(l.names()) == 3 })
 	s.Stop(time.Second)
 	if got := l.names(); got[2] != "alo-c0.2" {
 		t.Errorf("launched %v, want alo-c0.2 after the crash", got)
@@ -103,17 +94,21 @@ func TestSupervisorRestartsCrashedWorker(t *testing.T) {
 
 func TestSupervisorBacksOffFailingWorker(t *testing.T) {
 	t.Parallel()
-	l := &fakeLauncher{failWith: errors.New("TRANSACTIONAL_ID_AUTHORIZATION_FAILED")}
-	s := NewSupervisor(l, []WorkerSpec{{Slot: "eos-t0", Role: WorkerTxn}}, nil, func(...Event) {})
-	time.Sleep(700 * time.Millisecond)
-	s.Stop(time.Second)
-	// 100ms, 200ms, 400ms, ... between attempts: a handful, not hundreds.
-	if n := len(l.names()); n < 2 || n > 5 {
-		t.Errorf("%d launches in 700ms", n)
-	}
-	if st := s.Status(); st[0].LastErr != "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" {
-		t.Errorf("status %+v", st)
-	}
+	// Virtual time (synctest): the 700ms pass in an instant, and exactly as
+	// far as the supervisor's backoff timers are concerned.
+	synctest.Test(t, func(t *testing.T) {
+		l := &fakeLauncher{failWith: errors.New("TRANSACTIONAL_ID_AUTHORIZATION_FAILED")}
+		s := NewSupervisor(l, []WorkerSpec{{Slot: "eos-t0", Role: WorkerTxn}}, nil, func(...Event) {})
+		time.Sleep(700 * time.Millisecond)
+		s.Stop(time.Second)
+		// 100ms, 200ms, 400ms, ... between attempts: a handful, not hundreds.
+		if n := len(l.names()); n < 2 || n > 5 {
+			t.Errorf("%d launches in 700ms", n)
+		}
+		if st := s.Status(); st[0].LastErr != "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" {
+			t.Errorf("status %+v", st)
+		}
+	})
 }
 
 func TestSupervisorCrashRoles(t *testing.T) {
