@@ -64,6 +64,7 @@ type config struct {
 	crashIndex  int
 	instance    int
 	latencyFile string
+	parentPipe  bool
 }
 
 func (c *config) flags(fs *flag.FlagSet) {
@@ -90,6 +91,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.crashIndex, "crash-index", 0, "internal: which crash point of the rotation this child arms")
 	fs.IntVar(&c.instance, "instance", 0, "internal: consumer instance number")
 	fs.StringVar(&c.latencyFile, "latency-file", "", "internal: where the consumer appends offset-commit times")
+	fs.BoolVar(&c.parentPipe, "parent-pipe", false, "internal: stdin is a pipe from the supervisor; stop when it closes")
 }
 
 // args renders c as the flags of a child process with the given role.
@@ -165,6 +167,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if c.parentPipe {
+		// The supervisor holds the pipe's write end and never writes: EOF
+		// means it died (even by SIGKILL), and its children must not outlive it.
+		go func() {
+			io.Copy(io.Discard, os.Stdin)
+			stop()
+		}()
+	}
 	var err error
 	switch c.role {
 	case "relay":

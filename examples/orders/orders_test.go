@@ -2,13 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kawa-broker/kawa/internal/kawatest"
 	"github.com/kawa-broker/kawa/internal/sqltest"
@@ -96,4 +99,52 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestChildrenDieWithSupervisor: a SIGKILLed supervisor leaves no relay or
+// consumer running. Every process of the run writes to the stderr pipe this
+// test reads, so its EOF means that all of them have exited.
+func TestChildrenDieWithSupervisor(t *testing.T) {
+	b := kawatest.NewBroker(t)
+	be := sqltest.New(t, "sqlite")
+	cmd := exec.Command(os.Args[0], "--brokers", b.Addr, "--db", be.URL, "--orders", "100000", "--rate", "20", "--run-id", "orphans")
+	cmd.Env = append(os.Environ(), envMain+"=1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Once the group is Stable, the relay and the consumer are running.
+	adm := b.Admin()
+	deadline := time.After(60 * time.Second)
+	for stable := false; !stable; {
+		select {
+		case <-deadline:
+			cmd.Process.Kill()
+			t.Fatal("group never Stable")
+		case <-time.After(50 * time.Millisecond):
+		}
+		gs, err := adm.DescribeGroups(context.Background(), "orders-consumer-orphans")
+		g, ok := gs["orders-consumer-orphans"]
+		stable = err == nil && ok && g.State == "Stable" && len(g.Members) == 1
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	eof := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, stderr)
+		eof <- err
+	}()
+	select {
+	case err := <-eof:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a child of the killed supervisor still holds its stderr after 30s")
+	}
+	cmd.Wait()
 }

@@ -391,8 +391,14 @@ func (f *fleet) start(role string, instance int) {
 	go func() {
 		defer f.wg.Done()
 		for incarnation := 0; ; incarnation++ {
-			cmd := exec.Command(f.exe, f.c.args(role, incarnation, instance)...)
+			cmd := exec.Command(f.exe, append(f.c.args(role, incarnation, instance), "--parent-pipe")...)
 			cmd.Stdout, cmd.Stderr = f.log, f.log
+			// Kept open, never written: the child stops when it reads EOF,
+			// which the kernel delivers when this process dies.
+			if _, err := cmd.StdinPipe(); err != nil {
+				f.fail(fmt.Errorf("start %s: %w", name, err))
+				return
+			}
 			f.mu.Lock()
 			if f.stopping {
 				f.mu.Unlock()
