@@ -96,5 +96,9 @@
 // dead rows, parked keys and rows, leases); Hooks.Status gets them every
 // lease round and Hooks.Published / Hooks.Dead / Hooks.Error count events.
 // Sent rows are deleted, so the table stays small; on PostgreSQL keep
-// autovacuum on for it.
+// autovacuum on for it. Relays record a heartbeat in kawa_outbox_relays and
+// each takes about shards / live relays shards (RelayConfig.MaxShards caps
+// it); a relay giving a shard back, or shutting down, finishes the batch in
+// flight first. The relay's Run, pgnotify's Listen and every shard
+// goroutine stop when the context given to Run (or Listen) is cancelled.
 package outbox
