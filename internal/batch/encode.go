@@ -19,11 +19,20 @@ const minRecordSize = 7
 // LastOffsetDelta (len(recs)-1), Length and CRC. Record i is written with
 // OffsetDelta i and its computed Length; recs itself is not modified.
 func Encode(h Header, recs []kmsg.Record) []byte {
+	h.LastOffsetDelta = int32(len(recs) - 1)
+	return encode(h, recs, true)
+}
+
+// encode writes recs after a header built from h; renumber gives record i
+// OffsetDelta i, else each keeps its own.
+func encode(h Header, recs []kmsg.Record, renumber bool) []byte {
 	b := make([]byte, HeaderSize, HeaderSize+len(recs)*32)
 	var scratch []byte
 	for i := range recs {
 		r := recs[i]
-		r.OffsetDelta = int32(i)
+		if renumber {
+			r.OffsetDelta = int32(i)
+		}
 		r.Length = 0
 		scratch = r.AppendTo(scratch[:0])
 		body := scratch[1:] // drop the one-byte varint of the zero Length
@@ -33,7 +42,6 @@ func Encode(h Header, recs []kmsg.Record) []byte {
 	h.Magic = magicV2
 	h.Attributes &^= 7
 	h.NumRecords = int32(len(recs))
-	h.LastOffsetDelta = int32(len(recs) - 1)
 	h.Length = int32(len(b) - lengthOverhead)
 	putHeader(b, h)
 	binary.BigEndian.PutUint32(b[offCRC:], crc(b))
@@ -96,4 +104,23 @@ func Records(b []byte) ([]kmsg.Record, error) {
 		return nil, err
 	}
 	return recs, nil
+}
+
+// EncodeRetained builds an uncompressed v2 batch holding recs, a subset of
+// an existing batch's records, as Kafka's log cleaner rewrites a batch
+// (MemoryRecords.filterTo): each record keeps its OffsetDelta and
+// TimestampDelta, and every header field of h is kept (LastOffsetDelta too,
+// so the batch still covers its original offsets and its producer's last
+// sequence, KIP-98) except Magic (2), NumRecords, Length, CRC and the codec
+// bits, which are cleared. With no records it is Kafka's empty retained
+// batch (header only). The caller keeps the deltas consistent with
+// h.FirstTimestamp when it changes it (a delete horizon, KIP-534).
+func EncodeRetained(h Header, recs []kmsg.Record) []byte { return encode(h, recs, false) }
+
+// SetDeleteHorizon marks h with a delete horizon (KIP-534): attribute bit 6
+// set and FirstTimestamp = horizonMs. The caller re-encodes the records'
+// timestamp deltas against it.
+func (h *Header) SetDeleteHorizon(horizonMs int64) {
+	h.Attributes |= attrDeleteHorizonMs
+	h.FirstTimestamp = horizonMs
 }

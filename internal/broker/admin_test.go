@@ -88,9 +88,9 @@ func TestTopicAdmin(t *testing.T) {
 	if c["max.message.bytes"].MaybeValue() != "2048" || c["retention.ms"].Source != kmsg.ConfigSourceDefaultConfig {
 		t.Fatalf("after incremental alter: max.message.bytes %q, retention.ms source %v", c["max.message.bytes"].MaybeValue(), c["retention.ms"].Source)
 	}
-	rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "cleanup.policy", Value: ptr("compact")}}, "a")
+	rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "cleanup.policy", Value: ptr("compact,bogus")}}, "a")
 	if err != nil || len(rs) != 1 || !errors.Is(rs[0].Err, kerr.InvalidConfig) {
-		t.Fatalf("cleanup.policy=compact: %v %v", err, rs)
+		t.Fatalf("cleanup.policy=compact,bogus: %v %v", err, rs)
 	}
 	// Non-incremental AlterConfigs replaces the whole override set.
 	if _, err := adm.AlterTopicConfigsState(ctx, []kadm.AlterConfig{{Name: "segment.bytes", Value: ptr("1048576")}}, "a"); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kawa-broker/kawa/internal/cleaner"
 	"github.com/kawa-broker/kawa/internal/config"
 	"github.com/kawa-broker/kawa/internal/group"
 	"github.com/kawa-broker/kawa/internal/log"
@@ -43,6 +44,7 @@ type Broker struct {
 	files   *log.FileCache // bounds the segment files' descriptors over all partitions
 	groups  *group.Coordinator
 	txn     *txn.Coordinator
+	cleaner *cleaner.Cleaner // compacts the logs of compacted topics; stopped first by Close
 
 	mu    sync.RWMutex
 	parts map[string][]*partition.Partition
@@ -102,6 +104,10 @@ func Open(fsys vfs.FS, cfg config.Broker, host string, port int32, lg *slog.Logg
 		b.Close()
 		return nil, err
 	}
+	b.cleaner = cleaner.New(cleaner.Options{
+		Targets: b.cleanerTargets, MapEntries: cfg.CleanerMapEntries, Backoff: cfg.CleanerBackoff, Logger: lg,
+	})
+	b.cleaner.Start()
 	b.wg.Add(1)
 	go b.retentionLoop()
 	return b, nil
@@ -145,11 +151,12 @@ func (b *Broker) topicConfig(t meta.Topic) config.Topic {
 }
 
 func (b *Broker) logOptions(tc config.Topic) log.Options {
+	retMs, retBytes := tc.RetentionLimits()
 	o := log.Options{
 		SegmentBytes:   tc.SegmentSize(),
 		SegmentMs:      tc.SegmentMs,
-		RetentionMs:    tc.RetentionMs,
-		RetentionBytes: tc.RetentionBytes,
+		RetentionMs:    retMs,
+		RetentionBytes: retBytes,
 		FsyncInterval:  b.cfg.FsyncInterval,
 		Logger:         b.lg,
 		FS:             b.fs,
@@ -283,6 +290,9 @@ func (b *Broker) Close() error {
 	}
 	close(b.stop)
 	b.wg.Wait()
+	if b.cleaner != nil {
+		b.cleaner.Stop() // before the partitions close under it
+	}
 	if b.txn != nil {
 		b.txn.Close() // before groups and partitions: it writes markers to both
 	}

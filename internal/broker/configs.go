@@ -62,6 +62,7 @@ func (b *Broker) applyTopicConfig(name string, tc config.Topic) {
 		if p == nil {
 			continue
 		}
-		p.SetConfig(tc.RetentionMs, tc.RetentionBytes, tc.SegmentSize())
+		ms, bytes := tc.RetentionLimits()
+		p.SetConfig(ms, bytes, tc.SegmentSize())
 	}
 }

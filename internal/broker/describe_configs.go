@@ -111,6 +111,8 @@ func configType(t string) kmsg.ConfigType {
 		return 3
 	case "LONG":
 		return 5
+	case "DOUBLE":
+		return 6
 	case "LIST":
 		return 7
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -73,6 +74,10 @@ type Broker struct {
 
 	TxnMaxTimeout             time.Duration // transaction.max.timeout.ms (default 15 min)
 	TransactionalIDExpiration time.Duration // transactional.id.expiration.ms (default 7 days)
+
+	// The log cleaner (compacted topics).
+	CleanerBackoff    time.Duration // log.cleaner.backoff.ms: wait between rounds (default 15 s)
+	CleanerMapEntries int           // keys in one pass's offset map (log.cleaner.dedupe.buffer.size / ~40 B); 0 = cleaner.DefaultMapEntries
 }
 
 // DefaultQueuedMaxRequestBytes is Kawa's default queued.max.request.bytes:
@@ -129,6 +134,9 @@ func (b Broker) WithDefaults() Broker {
 	if b.ConnectionsMaxIdle <= 0 {
 		b.ConnectionsMaxIdle = 10 * time.Minute
 	}
+	if b.CleanerBackoff <= 0 {
+		b.CleanerBackoff = 15 * time.Second
+	}
 	if b.TxnMaxTimeout <= 0 {
 		b.TxnMaxTimeout = 15 * time.Minute
 	}
@@ -149,8 +157,39 @@ type Topic struct {
 	InternalSegmentBytes int64
 	SegmentMs            int64  // segment.ms
 	MaxMessageBytes      int32  // max.message.bytes: largest record batch accepted
-	CleanupPolicy        string // cleanup.policy; only "delete" is implemented
+	CleanupPolicy        string // cleanup.policy: "delete", "compact" or "compact,delete" (Compact, Delete)
 	TimestampType        string // message.timestamp.type: CreateTime | LogAppendTime
+
+	// Log compaction (Kafka's LogConfig; used when Compact()). MaxCompactionLagMs == 0 means these four are
+	// unset and take Kafka's defaults (its minimum is 1).
+	DeleteRetentionMs      int64   // delete.retention.ms: how long tombstones and markers outlive their cleaning
+	MinCleanableDirtyRatio float64 // min.cleanable.dirty.ratio: dirty bytes / cleanable bytes before a clean, [0, 1]
+	MinCompactionLagMs     int64   // min.compaction.lag.ms: a record younger than this is not compacted
+	MaxCompactionLagMs     int64   // max.compaction.lag.ms: a segment older than this is cleaned whatever the ratio
+}
+
+// Compact reports whether cleanup.policy includes compact.
+func (t Topic) Compact() bool { return policyHas(t.CleanupPolicy, "compact") }
+
+// Delete reports whether cleanup.policy includes delete (time and size retention apply).
+func (t Topic) Delete() bool { return t.CleanupPolicy == "" || policyHas(t.CleanupPolicy, "delete") }
+
+// RetentionLimits are the retention.ms and retention.bytes the log enforces: both unlimited (-1) when the
+// policy does not include delete, as in Kafka (a compact-only topic never loses segments to retention).
+func (t Topic) RetentionLimits() (ms, bytes int64) {
+	if !t.Delete() {
+		return -1, -1
+	}
+	return t.RetentionMs, t.RetentionBytes
+}
+
+func policyHas(list, p string) bool {
+	for _, v := range strings.Split(list, ",") {
+		if strings.TrimSpace(v) == p {
+			return true
+		}
+	}
+	return false
 }
 
 func (t Topic) withDefaults() Topic {
@@ -175,6 +214,10 @@ func (t Topic) withDefaults() Topic {
 	}
 	if t.TimestampType == "" {
 		t.TimestampType = d.TimestampType
+	}
+	if t.MaxCompactionLagMs == 0 {
+		t.DeleteRetentionMs, t.MinCleanableDirtyRatio = d.DeleteRetentionMs, d.MinCleanableDirtyRatio
+		t.MinCompactionLagMs, t.MaxCompactionLagMs = d.MinCompactionLagMs, d.MaxCompactionLagMs
 	}
 	return t
 }
@@ -201,6 +244,11 @@ func DefaultTopic() Topic {
 		MaxMessageBytes: 1048588,
 		CleanupPolicy:   "delete",
 		TimestampType:   "CreateTime",
+
+		DeleteRetentionMs:      24 * 3600 * 1000,
+		MinCleanableDirtyRatio: 0.5,
+		MinCompactionLagMs:     0,
+		MaxCompactionLagMs:     math.MaxInt64,
 	}
 }
 
@@ -248,15 +296,49 @@ var Defs = []Def{
 			t.MaxMessageBytes = int32(n)
 			return nil
 		}},
-	{Name: "cleanup.policy", Type: "LIST", Doc: "only delete is implemented",
+	{Name: "cleanup.policy", Type: "LIST", Doc: "delete (retention), compact (keep the latest value per key) or both",
 		get: func(t Topic) string { return t.CleanupPolicy },
 		set: func(t *Topic, v string) error {
-			if v != "delete" {
-				return fmt.Errorf("cleanup.policy %q is not supported (only delete)", v)
+			var del, comp bool
+			for _, p := range strings.Split(v, ",") {
+				switch strings.TrimSpace(p) {
+				case "delete":
+					del = true
+				case "compact":
+					comp = true
+				default:
+					return fmt.Errorf("cleanup.policy %q: %q is not delete or compact", v, p)
+				}
 			}
-			t.CleanupPolicy = v
+			switch {
+			case del && comp:
+				t.CleanupPolicy = "compact,delete"
+			case comp:
+				t.CleanupPolicy = "compact"
+			default:
+				t.CleanupPolicy = "delete"
+			}
 			return nil
 		}},
+	{Name: "delete.retention.ms", Type: "LONG", Doc: "how long a tombstone (or transaction marker) is kept after its cleaning",
+		get: func(t Topic) string { return i64(t.DeleteRetentionMs) },
+		set: func(t *Topic, v string) error { return parseI64(v, 0, &t.DeleteRetentionMs) }},
+	{Name: "min.cleanable.dirty.ratio", Type: "DOUBLE", Doc: "dirty share of the cleanable log that triggers cleaning, 0 to 1",
+		get: func(t Topic) string { return strconv.FormatFloat(t.MinCleanableDirtyRatio, 'g', -1, 64) },
+		set: func(t *Topic, v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f < 0 || f > 1 {
+				return fmt.Errorf("%q is not a number in [0, 1]", v)
+			}
+			t.MinCleanableDirtyRatio = f
+			return nil
+		}},
+	{Name: "min.compaction.lag.ms", Type: "LONG", Doc: "a record stays uncompacted at least this long",
+		get: func(t Topic) string { return i64(t.MinCompactionLagMs) },
+		set: func(t *Topic, v string) error { return parseI64(v, 0, &t.MinCompactionLagMs) }},
+	{Name: "max.compaction.lag.ms", Type: "LONG", Doc: "a record is eligible for compaction at most this long after it is written",
+		get: func(t Topic) string { return i64(t.MaxCompactionLagMs) },
+		set: func(t *Topic, v string) error { return parseI64(v, 1, &t.MaxCompactionLagMs) }},
 	{Name: "message.timestamp.type", Type: "STRING", Doc: "CreateTime or LogAppendTime",
 		get: func(t Topic) string { return t.TimestampType },
 		set: func(t *Topic, v string) error {

@@ -96,6 +96,15 @@ type lazyFile struct {
 	refs   int           // users of f
 	elem   *list.Element // in c.idle when f != nil and refs == 0
 	closed bool          // Close was called
+	gone   bool          // the name now holds another file (a cleaned segment replaced it): never reopen
+}
+
+// noReopen makes a later reopen fail: the open descriptor (if any) stays usable, but once the cache closes it the
+// name would open the segment that replaced this one.
+func (lf *lazyFile) noReopen() {
+	lf.c.mu.Lock()
+	lf.gone = true
+	lf.c.mu.Unlock()
 }
 
 // openLazy opens name with flag now (so creation, truncation and a missing file happen and are reported here)
@@ -160,6 +169,9 @@ func (lf *lazyFile) acquire() (vfs.File, error) {
 	defer c.mu.Unlock()
 	if lf.closed {
 		return nil, fmt.Errorf("log: %s: %w", lf.name, os.ErrClosed)
+	}
+	if lf.f == nil && lf.gone {
+		return nil, fmt.Errorf("log: %s was replaced by its cleaned copy: %w", lf.name, os.ErrClosed)
 	}
 	if lf.f == nil {
 		f, err := c.openLocked(lf.fs, lf.name, os.O_RDWR)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/kawa-broker/kawa/internal/batch"
 	"github.com/kawa-broker/kawa/internal/vfs"
@@ -81,7 +82,9 @@ func (l *Log) listSegments() ([]int64, error) {
 		if !isIdx {
 			base, isIdx = parseSegmentName(name, timeIndexSuffix)
 		}
-		if isIdx && !logs[base] || name == startFile+vfs.TempSuffix {
+		_, cleaned := parseSegmentName(strings.TrimSuffix(name, cleanedSuffix), logSuffix)
+		cleaned = cleaned && strings.HasSuffix(name, cleanedSuffix) // a cleaning interrupted before its swap
+		if isIdx && !logs[base] || cleaned || name == startFile+vfs.TempSuffix {
 			if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil {
 				return nil, fmt.Errorf("log: remove stray %s: %w", name, err)
 			}

@@ -545,3 +545,7 @@ func (p *Partition) snapshotLocked() error {
 	}
 	return nil
 }
+
+// Log returns the partition's log, for the log cleaner (internal/cleaner), which reads it and replaces closed
+// segments through it; the partition's producer state and aborted-transaction index are not changed by it.
+func (p *Partition) Log() *log.Log { return p.log }
