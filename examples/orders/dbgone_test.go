@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kawa-broker/kawa/internal/kawatest"
+	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 	"github.com/kawa-broker/kawa/internal/sqltest"
 	"github.com/kawa-broker/kawa/sqlurl"
 )
@@ -84,17 +85,10 @@ func TestPostgresGoneMidRun(t *testing.T) {
 		}
 	}
 	// Cut once the consumer has applied some orders (it is then mid-stream).
-	deadline := time.After(60 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	for n := 0; n < 30; {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("fewer than 30 orders applied in 60s:\n%s", out.String())
-		}
-		be.DB.QueryRow(`SELECT COUNT(*) FROM applied`).Scan(&n)
-	}
-	tick.Stop()
+	wait.Until(t, 60*time.Second, "30 orders applied", func() bool {
+		var n int
+		return be.DB.QueryRow(`SELECT COUNT(*) FROM applied`).Scan(&n) == nil && n >= 30
+	})
 	be.DB.Close() // the test's own pool would be terminated anyway
 	exec(`ALTER DATABASE "` + dbName + `" ALLOW_CONNECTIONS false`)
 	exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '` + dbName + `' AND pid <> pg_backend_pid()`)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kawa-broker/kawa/internal/kawatest"
+	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 	"github.com/kawa-broker/kawa/internal/sqltest"
 )
 
@@ -118,18 +119,12 @@ func TestChildrenDieWithSupervisor(t *testing.T) {
 	}
 	// Once the group is Stable, the relay and the consumer are running.
 	adm := b.Admin()
-	deadline := time.After(60 * time.Second)
-	for stable := false; !stable; {
-		select {
-		case <-deadline:
-			cmd.Process.Kill()
-			t.Fatal("group never Stable")
-		case <-time.After(50 * time.Millisecond):
-		}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	wait.Until(t, 60*time.Second, "group Stable with one member", func() bool {
 		gs, err := adm.DescribeGroups(context.Background(), "orders-consumer-orphans")
 		g, ok := gs["orders-consumer-orphans"]
-		stable = err == nil && ok && g.State == "Stable" && len(g.Members) == 1
-	}
+		return err == nil && ok && g.State == "Stable" && len(g.Members) == 1
+	})
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
