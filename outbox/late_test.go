@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 	"github.com/kawa-broker/kawa/internal/sqltest"
 	"github.com/kawa-broker/kawa/outbox"
 )
@@ -83,22 +84,15 @@ func TestLateCommitNotSkipped(t *testing.T) {
 }
 
 // waitLockWaiter waits until a PostgreSQL session waits for a lock (tx2
-// blocked on the key's counter row).
+// blocked on the key's counter row); nothing signals that, so it polls the
+// catalogue.
 func waitLockWaiter(t *testing.T, e *env) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.Until(t, 30*time.Second, "the second transaction to wait for the key's row lock", func() bool {
 		var n int
 		if err := e.be.DB.QueryRow(`SELECT COUNT(*) FROM pg_locks WHERE NOT granted`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the second transaction never waited for the key's row lock")
-		}
-		// Nothing signals "a session started waiting"; poll the catalogue.
-		time.Sleep(5 * time.Millisecond)
-	}
+		return n > 0
+	})
 }
