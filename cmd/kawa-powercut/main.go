@@ -188,7 +188,7 @@ func runVerify(ctx context.Context, o options, kawa, dir string, pfs *powerfs.FS
 			Log:     wlog,
 		},
 		History:  hist,
-		Progress: progress(pfs, o.cuts),
+		Progress: progress(o.fault, o.cuts),
 	}
 	fmt.Fprintf(os.Stderr, "kawa-powercut: %d cuts every %v, --fsync=%s, seed %d, output in %s\n", o.cuts, o.every, o.fsync, o.seed, dir)
 	res, err := verify.Run(ctx, cfg)
@@ -208,15 +208,15 @@ func runVerify(ctx context.Context, o options, kawa, dir string, pfs *powerfs.FS
 }
 
 // progress prints a line every five seconds (CI logs, go test -v).
-func progress(pfs *powerfs.FS, cuts int) func(verify.Progress) {
+func progress(fault verify.FaultKind, n int) func(verify.Progress) {
 	var last time.Time
 	return func(p verify.Progress) {
 		if time.Since(last) < 5*time.Second {
 			return
 		}
 		last = time.Now()
-		fmt.Fprintf(os.Stderr, "[%s] %3.0fs/%v  acked %d  processed %d  cuts %d/%d\n", p.Phase, p.Elapsed.Seconds(), p.Duration,
-			p.Acked, p.Processed, pfs.Cuts(), cuts)
+		fmt.Fprintf(os.Stderr, "[%s] %3.0fs/%v  acked %d  processed %d  %s %d/%d\n", p.Phase, p.Elapsed.Seconds(), p.Duration,
+			p.Acked, p.Processed, fault, p.Faults, n)
 	}
 }
 
