@@ -15,6 +15,7 @@ import (
 
 	"github.com/kawa-broker/kawa/internal/batch"
 	"github.com/kawa-broker/kawa/internal/kawatest"
+	"github.com/kawa-broker/kawa/internal/kawatest/rawreq"
 )
 
 // rawConn is a bare TCP connection speaking Kafka frames.
@@ -34,20 +35,12 @@ func dial(t *testing.T, addr string) *rawConn {
 	return &rawConn{t: t, c: c}
 }
 
-// request encodes req with a v1/v2 header (as clients do) and the size prefix.
+// frame encodes req as the next request on this connection, with client ID
+// "test" (as clients do).
 func (r *rawConn) frame(req kmsg.Request) []byte {
 	r.id++
-	var body []byte
-	body = binary.BigEndian.AppendUint16(body, uint16(req.Key()))
-	body = binary.BigEndian.AppendUint16(body, uint16(req.GetVersion()))
-	body = binary.BigEndian.AppendUint32(body, uint32(r.id))
-	body = binary.BigEndian.AppendUint16(body, 4)
-	body = append(body, "test"...)
-	if req.IsFlexible() {
-		body = append(body, 0)
-	}
-	body = req.AppendTo(body)
-	return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+	id := "test"
+	return rawreq.Frame(req, r.id, &id)
 }
 
 func (r *rawConn) write(b []byte) {
@@ -57,25 +50,15 @@ func (r *rawConn) write(b []byte) {
 	}
 }
 
-// read reads one response frame into resp (header v0 or v1 by flexibility).
+// read reads one response frame into resp (header v0 or v1 by flexibility);
+// a response to another request fails the test.
 func (r *rawConn) read(resp kmsg.Response) error {
 	_ = r.c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	var size [4]byte
-	if _, err := io.ReadFull(r.c, size[:]); err != nil {
-		return err
+	err := rawreq.ReadResponse(r.c, r.id, resp)
+	if errors.Is(err, rawreq.ErrCorrelation) {
+		r.t.Fatal(err)
 	}
-	b := make([]byte, binary.BigEndian.Uint32(size[:]))
-	if _, err := io.ReadFull(r.c, b); err != nil {
-		return err
-	}
-	if got := int32(binary.BigEndian.Uint32(b)); got != r.id {
-		r.t.Fatalf("correlation id %d, want %d", got, r.id)
-	}
-	b = b[4:]
-	if resp.IsFlexible() && resp.Key() != 18 {
-		b = b[1:] // empty tagged fields
-	}
-	return resp.ReadFrom(b)
+	return err
 }
 
 // closed reports whether the broker closed the connection.

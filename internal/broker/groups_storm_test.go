@@ -2,9 +2,6 @@ package broker_test
 
 import (
 	"context"
-	"encoding/binary"
-	"fmt"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -16,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kawa-broker/kawa/internal/kawatest"
+	"github.com/kawa-broker/kawa/internal/kawatest/rawreq"
 )
 
 const (
@@ -31,34 +29,16 @@ func heartbeatFrame(corr int32, group, member string, generation int32) []byte {
 	req := kmsg.NewPtrHeartbeatRequest()
 	req.Version = 4
 	req.Group, req.MemberID, req.Generation = group, member, generation
-	var b []byte
-	b = binary.BigEndian.AppendUint16(b, uint16(req.Key()))
-	b = binary.BigEndian.AppendUint16(b, uint16(req.Version))
-	b = binary.BigEndian.AppendUint32(b, uint32(corr))
-	b = binary.BigEndian.AppendUint16(b, uint16(len(stormClientID)))
-	b = append(b, stormClientID...)
-	b = append(b, 0) // header tags
-	b = req.AppendTo(b)
-	return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)
+	id := stormClientID
+	return rawreq.Frame(req, corr, &id)
 }
 
 // readHeartbeat reads one Heartbeat v4 response and returns its error code.
 func readHeartbeat(c net.Conn, corr int32) (int16, error) {
 	_ = c.SetReadDeadline(time.Now().Add(stormReadLimit))
-	var size [4]byte
-	if _, err := io.ReadFull(c, size[:]); err != nil {
-		return 0, err
-	}
-	b := make([]byte, binary.BigEndian.Uint32(size[:]))
-	if _, err := io.ReadFull(c, b); err != nil {
-		return 0, err
-	}
-	if got := int32(binary.BigEndian.Uint32(b)); got != corr {
-		return 0, fmt.Errorf("correlation id %d, want %d", got, corr)
-	}
 	resp := kmsg.NewPtrHeartbeatResponse()
 	resp.Version = 4
-	if err := resp.ReadFrom(b[5:]); err != nil { // correlation id, header tags
+	if err := rawreq.ReadResponse(c, corr, resp); err != nil {
 		return 0, err
 	}
 	return resp.ErrorCode, nil

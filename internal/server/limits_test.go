@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kawa-broker/kawa/internal/kawatest/rawreq"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -31,18 +32,14 @@ func startWith(t *testing.T, cfg Config) (*Server, string) {
 // roundTrip sends a Metadata request on c and waits for its response.
 func roundTrip(t *testing.T, c net.Conn, corr int32) error {
 	t.Helper()
-	if _, err := c.Write(frame(3, 1, corr, kmsg.NewPtrMetadataRequest())); err != nil {
+	if _, err := c.Write(frame(1, corr, kmsg.NewPtrMetadataRequest())); err != nil {
 		return err
 	}
-	var size [4]byte
-	if _, err := io.ReadFull(c, size[:]); err != nil {
+	got, _, err := rawreq.ReadFrame(c)
+	if err != nil {
 		return err
 	}
-	b := make([]byte, binary.BigEndian.Uint32(size[:]))
-	if _, err := io.ReadFull(c, b); err != nil {
-		return err
-	}
-	if got := int32(binary.BigEndian.Uint32(b)); got != corr {
+	if got != corr {
 		t.Fatalf("response correlation id %d, want %d", got, corr)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kawa-broker/kawa/internal/kawatest/rawreq"
 	"github.com/kawa-broker/kawa/internal/wire"
 )
 
@@ -47,15 +48,10 @@ func start(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-func frame(key, version int16, corr int32, req kmsg.Request) []byte {
-	var b []byte
-	b = binary.BigEndian.AppendUint16(b, uint16(key))
-	b = binary.BigEndian.AppendUint16(b, uint16(version))
-	b = binary.BigEndian.AppendUint32(b, uint32(corr))
-	b = append(b, 0xff, 0xff) // null client id
+// frame is req at version as request corr, with a null client ID.
+func frame(version int16, corr int32, req kmsg.Request) []byte {
 	req.SetVersion(version)
-	b = req.AppendTo(b)
-	return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)
+	return rawreq.Frame(req, corr, nil)
 }
 
 // TestResponsesInRequestOrder: replies that finish out of order are still
@@ -69,7 +65,7 @@ func TestResponsesInRequestOrder(t *testing.T) {
 	defer c.Close()
 	var out []byte
 	for i := int32(1); i <= 10; i++ {
-		out = append(out, frame(3, 1, i, kmsg.NewPtrMetadataRequest())...)
+		out = append(out, frame(1, i, kmsg.NewPtrMetadataRequest())...)
 	}
 	c.Write(out)
 	for i := int32(1); i <= 10; i++ {
@@ -92,14 +88,14 @@ func TestPanicClosesOnlyThatConnection(t *testing.T) {
 	addr := start(t)
 	bad, _ := net.Dial("tcp", addr)
 	defer bad.Close()
-	bad.Write(frame(16, 0, 1, kmsg.NewPtrListGroupsRequest()))
+	bad.Write(frame(0, 1, kmsg.NewPtrListGroupsRequest()))
 	bad.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := bad.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
 		t.Fatalf("panicking request: read %v, want EOF", err)
 	}
 	good, _ := net.Dial("tcp", addr)
 	defer good.Close()
-	good.Write(frame(3, 1, 7, kmsg.NewPtrMetadataRequest()))
+	good.Write(frame(1, 7, kmsg.NewPtrMetadataRequest()))
 	good.SetReadDeadline(time.Now().Add(5 * time.Second))
 	var size [4]byte
 	if _, err := io.ReadFull(good, size[:]); err != nil {
