@@ -137,7 +137,15 @@ func run(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return report(o, res, broker, pfs, dir, stdout)
+	err = report(o, res, broker, pfs, dir, stdout)
+	if err != nil {
+		// The mount's contents go with the unmount: keep the broker's data
+		// (as its clean stop at the end of the run left it) for a post-mortem.
+		if cerr := os.CopyFS(filepath.Join(dir, "broker-data"), os.DirFS(filepath.Join(pfs.Dir(), "kawa-data"))); cerr != nil {
+			fmt.Fprintf(os.Stderr, "kawa-powercut: keeping the broker's data: %v\n", cerr)
+		}
+	}
+	return err
 }
 
 // schedule is one power cut every o.every after a first o.every of
