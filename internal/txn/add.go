@@ -54,7 +54,7 @@ func (c *Coordinator) add(ctx context.Context, id string, pe ProducerIDEpoch, ad
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t, err := c.lookupLocked(ctx, id)
+	t, err := c.lookupLocked(ctx, id, staleProducer(pe, false))
 	if err != nil {
 		return closedErr(err)
 	}

@@ -272,8 +272,13 @@ func (c *Coordinator) afterTransitLocked(t *txn) {
 
 // lookupLocked waits (releasing mu) until id is not busy, at most
 // Config.BusyWait, and returns its txn: nil if unknown,
-// CONCURRENT_TRANSACTIONS if still busy, ErrClosed after Close.
-func (c *Coordinator) lookupLocked(ctx context.Context, id string) (*txn, error) {
+// CONCURRENT_TRANSACTIONS if still busy, ErrClosed after Close. A request
+// whose producer is already fenced (fenced(t.cur) true; nil for none) gets
+// PRODUCER_FENCED without waiting: Kafka checks the producer ID and epoch
+// before the transaction's state, so a producer whose transaction the
+// coordinator is aborting (timeout, KIP-890 PrepareEpochFence) learns it at
+// once instead of retrying CONCURRENT_TRANSACTIONS while markers are written.
+func (c *Coordinator) lookupLocked(ctx context.Context, id string, fenced func(Metadata) bool) (*txn, error) {
 	deadline := time.Now().Add(c.cfg.BusyWait)
 	for {
 		if c.closed {
@@ -282,6 +287,9 @@ func (c *Coordinator) lookupLocked(ctx context.Context, id string) (*txn, error)
 		t := c.txns[id]
 		if t == nil || !t.busy() {
 			return t, nil
+		}
+		if fenced != nil && fenced(t.cur) {
+			return nil, kerr.ProducerFenced
 		}
 		d := time.Until(deadline)
 		if d <= 0 {

@@ -34,7 +34,9 @@
 //
 // Any other transition asked for is INVALID_TXN_STATE; a transition while
 // another is in flight waits up to Config.BusyWait, then is
-// CONCURRENT_TRANSACTIONS. Epochs never wrap: MaxEpoch is only ever used to
+// CONCURRENT_TRANSACTIONS, except that a producer already fenced (an older
+// epoch, as after a timeout abort) gets PRODUCER_FENCED at once, because
+// Kafka checks the epoch before the state. Epochs never wrap: MaxEpoch is only ever used to
 // fence, and an exhausted epoch moves the transactional.id to a new producer
 // ID with epoch 0 (KAFKA-5283, KAFKA-18660, KAFKA-19367).
 //

@@ -31,7 +31,7 @@ func (c *Coordinator) EndTxn(ctx context.Context, id string, pe ProducerIDEpoch,
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t, err := c.lookupLocked(ctx, id)
+	t, err := c.lookupLocked(ctx, id, staleProducer(pe, v2))
 	if err != nil {
 		return none, closedErr(err)
 	}
@@ -78,6 +78,29 @@ func checkProducer(m Metadata, pe ProducerIDEpoch) error {
 		return kerr.ProducerFenced
 	}
 	return nil
+}
+
+// staleProducer reports, for a request from pe, whether m fences it whatever
+// m's transition in flight becomes (lookupLocked answers PRODUCER_FENCED at
+// once then): an epoch below the current one of its producer ID (epochs only
+// grow), or the producer ID the transactional.id rotated away from. Under
+// TV2 (v2) the epoch just below a bump that was not a fence, and the
+// previous producer ID after a rotation, may be a retry of that EndTxn, so
+// they wait for endV2Locked's retry table.
+func staleProducer(pe ProducerIDEpoch, v2 bool) func(Metadata) bool {
+	return func(m Metadata) bool {
+		if pe.ProducerID < 0 || m.Epoch < 0 {
+			return false
+		}
+		retryable := v2 && !m.Fenced
+		switch pe.ProducerID {
+		case m.ProducerID:
+			return pe.Epoch < m.Epoch && !(retryable && pe.Epoch == m.Epoch-1)
+		case m.PrevProducerID:
+			return !retryable
+		}
+		return false
+	}
 }
 
 // prepared is m moving to PrepareCommit or PrepareAbort.

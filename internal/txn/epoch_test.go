@@ -210,3 +210,57 @@ func TestExpireIDs(t *testing.T) {
 		}
 	})
 }
+
+// The delivery-SDK report: a transaction the coordinator aborted on its
+// timeout whose markers are still being written (PrepareAbort). Kafka checks
+// the producer epoch before the transaction's state, so the old epoch's
+// EndTxn (abort or commit, TV1 or TV2) and AddPartitions are PRODUCER_FENCED
+// at once, not CONCURRENT_TRANSACTIONS until the markers are written (which
+// a client retries until its own deadline).
+func TestFencedEpochAnsweredDuringTimeoutAbort(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, Config{})
+		block := make(chan struct{})
+		e.markers.mu.Lock()
+		e.markers.block = block
+		e.markers.mu.Unlock()
+		pe, err := e.c.InitProducerID(context.Background(), "a", time.Second, noPID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.mustAdd("a", pe, tp("t", 0))
+		time.Sleep(time.Second + time.Millisecond)
+		synctest.Wait()
+		if d, _ := e.c.Describe("a"); d.State != PrepareAbort || d.Epoch != pe.Epoch+1 {
+			t.Fatalf("after the timeout with markers held: %+v", d)
+		}
+		for _, v2 := range []bool{false, true} {
+			for _, commit := range []bool{false, true} {
+				start := time.Now()
+				if _, err := e.end("a", pe, commit, v2); !errors.Is(err, kerr.ProducerFenced) {
+					t.Errorf("EndTxn(commit=%v, v2=%v) from the fenced epoch during the abort: %v, want PRODUCER_FENCED", commit, v2, err)
+				}
+				if d := time.Since(start); d != 0 {
+					t.Errorf("EndTxn(commit=%v, v2=%v) waited %v", commit, v2, d)
+				}
+			}
+		}
+		if err := e.c.AddPartitions(context.Background(), "a", pe, []TopicPartition{tp("t", 1)}); !errors.Is(err, kerr.ProducerFenced) {
+			t.Errorf("AddPartitions from the fenced epoch during the abort: %v, want PRODUCER_FENCED", err)
+		}
+		// Recovery (KIP-588) still waits for the abort to finish.
+		if _, err := e.c.InitProducerID(context.Background(), "a", time.Second, pe); !errors.Is(err, kerr.ConcurrentTransactions) {
+			t.Errorf("InitProducerId(P, e) during the abort: %v, want CONCURRENT_TRANSACTIONS", err)
+		}
+		close(block)
+		synctest.Wait()
+		if d, _ := e.c.Describe("a"); d.State != CompleteAbort {
+			t.Fatalf("after the markers: %v", d.State)
+		}
+		got, err := e.c.InitProducerID(context.Background(), "a", time.Second, pe)
+		if err != nil || got.ProducerID != pe.ProducerID || got.Epoch <= pe.Epoch {
+			t.Fatalf("KIP-588 recovery = %+v, %v", got, err)
+		}
+	})
+}

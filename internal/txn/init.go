@@ -39,7 +39,7 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeout tim
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t, err := c.lookupLocked(ctx, id)
+	t, err := c.lookupLocked(ctx, id, nil) // KIP-588 recovery waits for the abort
 	if err != nil {
 		return none, closedErr(err)
 	}
