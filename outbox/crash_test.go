@@ -93,6 +93,11 @@ func TestRelayChild(t *testing.T) {
 					syscall.Kill(os.Getpid(), sig)
 				}
 			},
+			Published: func(shard, n int) {
+				out.Lock()
+				fmt.Printf("published shard=%d n=%d\n", shard, n)
+				out.Unlock()
+			},
 			Error: func(shard int, err error) {
 				out.Lock()
 				fmt.Printf("error shard=%d: %v\n", shard, err)

@@ -247,6 +247,7 @@ func (e *env) checkExact(recs []got, committed []enqueued, rolledBack map[outbox
 		seen[g.id]++
 		if seen[g.id] > 1 {
 			dups++
+			e.t.Logf("duplicate: key %s seq %d id %s", g.key, g.seq, g.id)
 			if g.seq > next[g.key] {
 				e.t.Errorf("key %s: duplicate seq %d ahead of the highest seen %d", g.key, g.seq, next[g.key])
 			}
