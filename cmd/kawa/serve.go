@@ -137,7 +137,23 @@ func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.
 			func() float64 { return float64(b.LogStats().Fsyncs) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kawa_log_fsynced_bytes",
 			Help: "Bytes made durable by those fsyncs, summed over live partitions."},
-			func() float64 { return float64(b.LogStats().FsyncedSize) }))
+			func() float64 { return float64(b.LogStats().FsyncedSize) }),
+		// The log cleaner (compacted topics).
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kawa_cleaner_passes_total",
+			Help: "Log cleaner passes over a partition that rewrote its cleanable segments."},
+			func() float64 { return float64(b.CleanerStats().Passes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kawa_cleaner_read_bytes_total",
+			Help: "Bytes of segments the log cleaner rewrote, before cleaning."},
+			func() float64 { return float64(b.CleanerStats().BytesRead) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kawa_cleaner_written_bytes_total",
+			Help: "Bytes of those segments after cleaning."},
+			func() float64 { return float64(b.CleanerStats().BytesWritten) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kawa_cleaner_removed_records_total",
+			Help: "Records the log cleaner removed: superseded, aborted, or tombstones past delete.retention.ms."},
+			func() float64 { return float64(b.CleanerStats().RecordsRemoved) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kawa_cleaner_errors_total",
+			Help: "Log cleaner passes that failed (logged with the partition and error)."},
+			func() float64 { return float64(b.CleanerStats().Errors) }))
 	var panics = prometheus.NewCounter(prometheus.CounterOpts{Name: "kawa_handler_panics_total", Help: "Handler panics (each closed its connection)."})
 	reg.MustRegister(panics)
 	scfg := server.ConfigFrom(cfg, lg)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kawa-broker/kawa/internal/config"
 	"github.com/kawa-broker/kawa/internal/kawatest"
 )
 
@@ -300,4 +301,52 @@ func TestCompactionTransactions(t *testing.T) {
 	if l.Offset != h.Offset {
 		t.Fatalf("after restart LSO %d, high watermark %d: a transaction is pinned", l.Offset, h.Offset)
 	}
+}
+
+// TestCompactionBoundedMapSeveralPasses: with an offset map of 300 entries, 1,500 keys x 3 versions take
+// several passes, each continuing where the last one's map ended, and end with every key exactly once at its
+// latest value.
+func TestCompactionBoundedMapSeveralPasses(t *testing.T) {
+	t.Parallel()
+	k := kawatest.NewBroker(t, func(c *config.Broker) { c.CleanerMapEntries = 300 })
+	compactedTopic(k, "bm", nil)
+	cl := k.Client(kgo.DefaultProduceTopic("bm"), kgo.ProducerBatchMaxBytes(2048), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	const keys, versions = 1500, 3
+	var recs []*kgo.Record
+	for v := range versions {
+		for i := range keys {
+			recs = append(recs, &kgo.Record{Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d-%d", i, v)})
+		}
+	}
+	produceAll(t, cl, recs)
+	rollPast(t, cl, "bm", "roll", 20)
+	passes := int64(0)
+	for range 100 {
+		if err := k.B.CleanNow(); err != nil {
+			t.Fatal(err)
+		}
+		st := k.B.CleanerStats()
+		if st.Passes == passes {
+			break
+		}
+		passes = st.Passes
+	}
+	if passes < 3 {
+		t.Fatalf("%d passes with a 300-entry map over %d keys, want several", passes, keys*versions)
+	}
+	got := readAll(t, k, "bm", false)
+	seen := map[string]int{}
+	for _, r := range got {
+		seen[string(r.Key)]++
+	}
+	for i := range keys {
+		key := fmt.Sprintf("k%d", i)
+		if seen[key] != 1 {
+			t.Fatalf("after %d passes key %s appears %d times", passes, key, seen[key])
+		}
+	}
+	if m := latest(got); len(got) != keys+20 || string(m["k7"]) != "v7-2" {
+		t.Fatalf("after %d passes: %d records (want %d), k7=%q", passes, len(got), keys+20, m["k7"])
+	}
+	t.Logf("%d passes, %+v", passes, k.B.CleanerStats())
 }
