@@ -17,8 +17,8 @@ import (
 type Target struct {
 	Name          string // "<topic>-<partition>", for logs
 	Log           *log.Log
-	LastStable    func() int64       // the last stable offset: nothing at or above it is cleaned
-	HighWatermark func() int64       // markers are looked for up to here
+	LastStable    func() int64        // the last stable offset: nothing at or above it is cleaned
+	HighWatermark func() int64        // markers are looked for up to here
 	Config        func() config.Topic // the topic's current configs
 }
 
