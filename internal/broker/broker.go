@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -24,6 +25,7 @@ import (
 	"github.com/kawa-broker/kawa/internal/producer"
 	"github.com/kawa-broker/kawa/internal/txn"
 	"github.com/kawa-broker/kawa/internal/vfs"
+	"github.com/kawa-broker/kawa/internal/wire"
 )
 
 // Broker is one Kawa node. Create with Open, serve through Handle, stop with
@@ -56,7 +58,8 @@ type Broker struct {
 // Open loads the catalog and every partition under cfg.DataDir in fsys
 // (vfs.OS in production; tests pass the crash-clone vfs.MemFS or a
 // vfs.ErrorFS; nil means vfs.OS). It creates the data dir durably (its
-// parent is fsynced). host and port are what Metadata advertises.
+// parent is fsynced). host and port are what Metadata advertises to a
+// connection whose listener sets no address of its own (wire.WithAdvertised).
 func Open(fsys vfs.FS, cfg config.Broker, host string, port int32, lg *slog.Logger, m *Metrics) (*Broker, error) {
 	cfg = cfg.WithDefaults()
 	if fsys == nil {
@@ -317,4 +320,13 @@ func (b *Broker) Close() error {
 	}
 	b.parts = map[string][]*partition.Partition{}
 	return errors.Join(errs...)
+}
+
+// advertised returns the address to tell the client of ctx's connection: its
+// listener's advertised address, else the broker's.
+func (b *Broker) advertised(ctx context.Context) (string, int32) {
+	if host, port, ok := wire.Advertised(ctx); ok {
+		return host, port
+	}
+	return b.host, b.port
 }

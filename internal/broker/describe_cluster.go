@@ -18,6 +18,7 @@ func (b *Broker) handleDescribeCluster(ctx context.Context, req kmsg.Request) re
 	resp.EndpointType = 1
 	resp.ClusterID = b.clusterID
 	resp.ControllerID = b.cfg.NodeID
-	resp.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: b.cfg.NodeID, Host: b.host, Port: b.port}}
+	host, port := b.advertised(ctx)
+	resp.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: b.cfg.NodeID, Host: host, Port: port}}
 	return now(resp)
 }

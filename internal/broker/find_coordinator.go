@@ -18,7 +18,8 @@ func (b *Broker) handleFindCoordinator(ctx context.Context, req kmsg.Request) re
 		if code := b.coordinatorAvailable(keyType); code != 0 {
 			return -1, "", -1, code
 		}
-		return b.cfg.NodeID, b.host, b.port, 0
+		host, port = b.advertised(ctx)
+		return b.cfg.NodeID, host, port, 0
 	}
 	if r.Version >= 4 {
 		for _, key := range r.CoordinatorKeys {

@@ -21,7 +21,8 @@ import (
 func (b *Broker) handleMetadata(ctx context.Context, req kmsg.Request) reply {
 	r := req.(*kmsg.MetadataRequest)
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
-	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.cfg.NodeID, Host: b.host, Port: b.port}}
+	host, port := b.advertised(ctx)
+	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.cfg.NodeID, Host: host, Port: port}}
 	resp.ClusterID = &b.clusterID
 	resp.ControllerID = b.cfg.NodeID
 	all := r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0)

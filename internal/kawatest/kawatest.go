@@ -30,9 +30,13 @@ type Broker struct {
 	Dir    string
 	Config config.Broker
 	B      *broker.Broker
-	srv    *server.Server
-	done   chan error
-	closed bool
+	// ClientOpts are added to every client Client and Admin make (the
+	// credentials and TLS settings of a NewSecureBroker).
+	ClientOpts []kgo.Opt
+	listener   server.Listener
+	srv        *server.Server
+	done       chan error
+	closed     bool
 }
 
 // Option adjusts the broker config before start.
@@ -74,6 +78,23 @@ func Start(t testing.TB, cfg config.Broker) *Broker {
 // StartOn starts a broker with cfg whose files live in fsys.
 func StartOn(t testing.TB, fsys vfs.FS, cfg config.Broker) *Broker {
 	t.Helper()
+	return startOn(t, fsys, cfg, server.Listener{})
+}
+
+// NewSecureBroker starts a broker in t.TempDir() whose one listener is l
+// (SSL, SASL_PLAINTEXT or SASL_SSL); Client then needs the matching kgo
+// options (kgo.DialTLSConfig, kgo.SASL).
+func NewSecureBroker(t testing.TB, l server.Listener, opts ...Option) *Broker {
+	t.Helper()
+	cfg := config.Broker{Listen: "127.0.0.1:0", DataDir: t.TempDir(), AutoCreateTopics: true}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return startOn(t, vfs.OS, cfg, l)
+}
+
+func startOn(t testing.TB, fsys vfs.FS, cfg config.Broker, l server.Listener) *Broker {
+	t.Helper()
 	cfg = cfg.WithDefaults()
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -91,8 +112,8 @@ func StartOn(t testing.TB, fsys vfs.FS, cfg config.Broker) *Broker {
 		t.Fatalf("kawatest: open broker: %v", err)
 	}
 	srv := server.New(server.ConfigFrom(cfg, lg), b)
-	kb := &Broker{t: t, Addr: ln.Addr().String(), FS: fsys, Dir: cfg.DataDir, Config: cfg, B: b, srv: srv, done: make(chan error, 1)}
-	go func() { kb.done <- srv.Serve(ln) }()
+	kb := &Broker{t: t, Addr: ln.Addr().String(), FS: fsys, Dir: cfg.DataDir, Config: cfg, B: b, srv: srv, listener: l, done: make(chan error, 1)}
+	go func() { kb.done <- srv.ServeListener(ln, l) }()
 	t.Cleanup(kb.Close)
 	return kb
 }
@@ -119,7 +140,9 @@ func (k *Broker) Restart() *Broker {
 	k.Close()
 	cfg := k.Config
 	cfg.Listen = "127.0.0.1:0"
-	return StartOn(k.t, k.FS, cfg)
+	nb := startOn(k.t, k.FS, cfg, k.listener)
+	nb.ClientOpts = k.ClientOpts
+	return nb
 }
 
 // PowerCut simulates a power loss: it takes the durable view of the broker's
@@ -155,7 +178,8 @@ func (k *Broker) PowerCutKeeping(keep func(name string, synced, current []byte) 
 // Client returns a kgo client for the broker, closed at cleanup.
 func (k *Broker) Client(opts ...kgo.Opt) *kgo.Client {
 	k.t.Helper()
-	c, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(k.Addr)}, opts...)...)
+	all := append([]kgo.Opt{kgo.SeedBrokers(k.Addr)}, k.ClientOpts...)
+	c, err := kgo.NewClient(append(all, opts...)...)
 	if err != nil {
 		k.t.Fatalf("kawatest: client: %v", err)
 	}

@@ -31,6 +31,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -43,9 +44,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/kawa-broker/kawa/internal/auth"
 	"github.com/kawa-broker/kawa/internal/config"
 	"github.com/kawa-broker/kawa/internal/wire"
 )
@@ -71,6 +74,59 @@ type Handler interface {
 type Conn struct {
 	Remote net.Addr
 	ID     uint64
+}
+
+// Security protocols of a listener (Kafka's listener.security.protocol.map
+// values).
+const (
+	Plaintext     = "PLAINTEXT"
+	SSL           = "SSL"
+	SASLPlaintext = "SASL_PLAINTEXT"
+	SASLSSL       = "SASL_SSL"
+)
+
+// Listener is how one listening socket secures its connections.
+type Listener struct {
+	// Protocol is PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL ("" is PLAINTEXT).
+	Protocol string
+	// TLS is required by SSL and SASL_SSL: at least TLS 1.2 is enforced.
+	// ClientAuth set to require or verify client certificates makes the
+	// principal User:<certificate subject> on SSL (Kafka's default
+	// ssl.principal.mapping.rules: the full RFC 2253 DN).
+	TLS *tls.Config
+	// SASL is required by SASL_PLAINTEXT and SASL_SSL: before it succeeds
+	// only ApiVersions, SaslHandshake (v1) and SaslAuthenticate are served.
+	SASL *auth.SASL
+	// AdvertisedHost and AdvertisedPort, when set, are what Metadata,
+	// FindCoordinator and DescribeCluster tell clients of this listener
+	// (Kafka's advertised.listeners), passed to handlers by wire.WithAdvertised.
+	AdvertisedHost string
+	AdvertisedPort int32
+}
+
+func (l Listener) usesTLS() bool  { return l.Protocol == SSL || l.Protocol == SASLSSL }
+func (l Listener) usesSASL() bool { return l.Protocol == SASLPlaintext || l.Protocol == SASLSSL }
+
+// check validates l and returns it with the TLS floor applied.
+func (l Listener) check() (Listener, error) {
+	switch l.Protocol {
+	case "":
+		l.Protocol = Plaintext
+	case Plaintext, SSL, SASLPlaintext, SASLSSL:
+	default:
+		return l, fmt.Errorf("server: unknown security protocol %q (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)", l.Protocol)
+	}
+	if l.usesTLS() {
+		if l.TLS == nil {
+			return l, fmt.Errorf("server: %s listener without a TLS configuration", l.Protocol)
+		}
+		l.TLS = l.TLS.Clone()
+		l.TLS.MinVersion = max(l.TLS.MinVersion, tls.VersionTLS12)
+	}
+	if l.usesSASL() && l.SASL == nil {
+		return l, fmt.Errorf("server: %s listener without SASL mechanisms", l.Protocol)
+	}
+	return l, nil
 }
 
 // Config configures a Server. Zero values take the defaults given.
@@ -130,7 +186,7 @@ type Server struct {
 	done  chan struct{}       // closed by Shutdown
 
 	mu      sync.Mutex
-	ln      net.Listener
+	lns     []net.Listener
 	conns   map[*conn]struct{}
 	perIP   map[string]int
 	closing bool
@@ -172,15 +228,25 @@ func New(cfg Config, h Handler) *Server {
 // all connections (what QueuedMaxRequestBytes caps).
 func (s *Server) QueuedBytes() int64 { return s.queued.Load() }
 
-// Serve accepts connections on ln until Shutdown. It returns nil after
-// Shutdown, or the accept error.
-func (s *Server) Serve(ln net.Listener) error {
+// Serve accepts PLAINTEXT connections on ln until Shutdown. It returns nil
+// after Shutdown, or the accept error.
+func (s *Server) Serve(ln net.Listener) error { return s.ServeListener(ln, Listener{}) }
+
+// ServeListener accepts connections on ln, secured as l says, until
+// Shutdown. A server may serve several listeners at once, one call each. It
+// returns nil after Shutdown, or an invalid l or accept error.
+func (s *Server) ServeListener(ln net.Listener, l Listener) error {
+	l, err := l.check()
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
 		return errors.New("server: shut down")
 	}
-	s.ln = ln
+	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
 	var backoff time.Duration
 	for {
@@ -217,7 +283,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		backoff = 0
-		s.admit(nc)
+		s.admit(nc, &l)
 	}
 }
 
@@ -245,7 +311,7 @@ func (s *Server) releaseSlot() {
 
 // admit starts the goroutines of an accepted connection, or closes it when
 // its IP is at max.connections.per.ip or the server is shutting down.
-func (s *Server) admit(nc net.Conn) {
+func (s *Server) admit(nc net.Conn, l *Listener) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
@@ -264,15 +330,25 @@ func (s *Server) admit(nc net.Conn) {
 		s.warn.log("closing connection: too many connections from this IP (max.connections.per.ip)", "remote", nc.RemoteAddr(), "max", s.cfg.MaxConnectionsPerIP)
 		return
 	}
+	if l.usesTLS() {
+		// The handshake runs on the reader goroutine (readLoop), bounded by
+		// RequestReadTimeout, so a slow or garbage peer holds only itself.
+		nc = tls.Server(nc, l.TLS)
+	}
 	c := &conn{
 		s:      s,
+		l:      l,
 		nc:     nc,
 		ip:     ip,
 		info:   &Conn{Remote: nc.RemoteAddr(), ID: s.nextID.Add(1)},
 		queue:  make(chan pending, s.cfg.MaxInFlight),
 		budget: semaphore.NewWeighted(s.cfg.MaxConnQueuedBytes),
 	}
-	c.ctx, c.cancel = context.WithCancel(wire.WithClientAddr(context.Background(), nc.RemoteAddr().String()))
+	ctx := wire.WithClientAddr(context.Background(), nc.RemoteAddr().String())
+	if l.AdvertisedHost != "" {
+		ctx = wire.WithAdvertised(ctx, l.AdvertisedHost, l.AdvertisedPort)
+	}
+	c.ctx, c.cancel = context.WithCancel(ctx)
 	c.readCtx, c.readCancel = context.WithCancel(context.Background())
 	s.conns[c] = struct{}{}
 	s.perIP[ip]++
@@ -303,8 +379,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		close(s.done)
 	}
 	s.closing = true
-	if s.ln != nil {
-		s.ln.Close()
+	for _, ln := range s.lns {
+		ln.Close()
 	}
 	for c := range s.conns {
 		c.stopReading()
@@ -334,6 +410,7 @@ type pending struct {
 
 type conn struct {
 	s     *Server
+	l     *Listener
 	nc    net.Conn
 	ip    string
 	info  *Conn
@@ -452,6 +529,12 @@ func (c *conn) readLoop() {
 	pollDone := make(chan struct{})
 	defer close(pollDone)
 	ctx := wire.WithPollDone(c.ctx, pollDone)
+	principal, ok := c.handshakeTLS()
+	if !ok {
+		return
+	}
+	ctx = wire.WithPrincipal(ctx, principal)
+	var sasl saslState
 	r := bufio.NewReaderSize(c.nc, 64<<10)
 	for {
 		// Idle limit for the next request; checked against stopped after
@@ -477,6 +560,20 @@ func (c *conn) readLoop() {
 			c.release(reserved)
 			c.s.warn.log("closing connection: bad request", "remote", c.info.Remote, "key", h.Key, "version", h.Version, "err", err)
 			return
+		case c.l.usesSASL() && !sasl.authenticated && h.Key != kmsg.ApiVersions.Int16():
+			resp, user, closeAfter := c.saslStep(&sasl, h, req)
+			if resp == nil {
+				c.release(reserved)
+				return
+			}
+			c.queue <- pending{h: h, reply: func() (kmsg.Response, error) { return resp, nil }, reserved: reserved}
+			if closeAfter {
+				return // the writer sends the failure, then closes
+			}
+			if sasl.authenticated {
+				ctx = wire.WithPrincipal(ctx, "User:"+user)
+			}
+			continue
 		default:
 			reply = c.handle(ctx, h, req)
 			if reply == nil {
@@ -486,6 +583,100 @@ func (c *conn) readLoop() {
 		}
 		c.queue <- pending{h: h, reply: reply, reserved: reserved}
 	}
+}
+
+// handshakeTLS runs the TLS handshake of a TLS listener's connection within
+// RequestReadTimeout and returns the connection's principal before any SASL:
+// User:<subject DN> for a verified client certificate, else User:ANONYMOUS.
+// On failure (a plaintext client, an untrusted certificate) it logs and
+// returns false; only this connection closes.
+func (c *conn) handshakeTLS() (string, bool) {
+	tc, ok := c.nc.(*tls.Conn)
+	if !ok {
+		return anonymous, true
+	}
+	_ = c.nc.SetDeadline(time.Now().Add(c.s.cfg.RequestReadTimeout))
+	if c.stopped.Load() {
+		return "", false
+	}
+	if err := tc.Handshake(); err != nil {
+		if !c.stopped.Load() {
+			c.s.warn.log("closing connection: TLS handshake failed", "remote", c.info.Remote, "err", err)
+		}
+		return "", false
+	}
+	_ = c.nc.SetWriteDeadline(time.Time{})
+	st := tc.ConnectionState()
+	if len(st.VerifiedChains) > 0 && len(st.PeerCertificates) > 0 {
+		return "User:" + st.PeerCertificates[0].Subject.String(), true
+	}
+	return anonymous, true
+}
+
+// anonymous is the principal of a connection with neither SASL nor a client
+// certificate (Kafka's KafkaPrincipal.ANONYMOUS).
+const anonymous = "User:ANONYMOUS"
+
+// saslState is a SASL listener connection's progress, owned by the reader.
+type saslState struct {
+	session       auth.Session // set by a successful SaslHandshake
+	authenticated bool
+}
+
+// saslStep answers a request that arrived before SASL succeeded (Kafka's
+// SaslServerAuthenticator): SaslHandshake v1 picks the mechanism,
+// SaslAuthenticate steps it. It returns the response, the user once
+// authenticated, and whether to close after sending it (a failure answers
+// SASL_AUTHENTICATION_FAILED, then closes). A nil response closes at once:
+// any other API before authentication, as Kafka does.
+func (c *conn) saslStep(st *saslState, h wire.Header, req kmsg.Request) (kmsg.Response, string, bool) {
+	switch r := req.(type) {
+	case *kmsg.SASLHandshakeRequest:
+		resp := r.ResponseKind().(*kmsg.SASLHandshakeResponse)
+		resp.SupportedMechanisms = c.l.SASL.Mechanisms()
+		if r.Version < 1 {
+			// v0 means raw tokens outside Kafka framing, which Kawa does not
+			// speak; every client in use sends v1 (design-research 2.2).
+			resp.ErrorCode = kerr.UnsupportedVersion.Code
+			return resp, "", true
+		}
+		if st.session != nil {
+			resp.ErrorCode = kerr.IllegalSaslState.Code
+			return resp, "", true
+		}
+		sess, ok := c.l.SASL.Start(r.Mechanism)
+		if !ok {
+			c.s.warn.log("closing connection: unsupported SASL mechanism", "remote", c.info.Remote, "mechanism", r.Mechanism)
+			resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
+			return resp, "", true
+		}
+		st.session = sess
+		return resp, "", false
+	case *kmsg.SASLAuthenticateRequest:
+		resp := r.ResponseKind().(*kmsg.SASLAuthenticateResponse)
+		if st.session == nil {
+			resp.ErrorCode = kerr.IllegalSaslState.Code
+			msg := "SaslAuthenticate before SaslHandshake"
+			resp.ErrorMessage = &msg
+			return resp, "", true
+		}
+		out, done, err := st.session.Step(r.SASLAuthBytes)
+		if err != nil {
+			c.s.warn.log("closing connection: SASL authentication failed", "remote", c.info.Remote, "err", err)
+			resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
+			msg := err.Error()
+			resp.ErrorMessage = &msg
+			return resp, "", true
+		}
+		resp.SASLAuthBytes = out
+		if done {
+			st.authenticated = true
+			return resp, st.session.User(), false
+		}
+		return resp, "", false
+	}
+	c.s.warn.log("closing connection: unexpected Kafka request during SASL handshake", "remote", c.info.Remote, "api", kmsg.NameForKey(h.Key))
+	return nil, "", true
 }
 
 func (c *conn) logReadEnd(err error) {

@@ -1,0 +1,21 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// SaslHandshake (key 17), versions 1-1.
+//
+// Behaviour: on a SASL listener the server (internal/server) answers
+// SaslHandshake itself until the connection is authenticated, as Kafka's
+// SaslServerAuthenticator does. One that reaches the broker (a PLAINTEXT or
+// SSL listener, or a second handshake after login: KIP-368 re-authentication
+// is not implemented) gets ILLEGAL_SASL_STATE, as in Kafka's KafkaApis.
+func (b *Broker) handleSaslHandshake(ctx context.Context, req kmsg.Request) reply {
+	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
+	resp.ErrorCode = kerr.IllegalSaslState.Code
+	return now(resp)
+}
