@@ -56,6 +56,9 @@ func TestPostgresGoneMidRun(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// A failing test must not leave the run behind (its children follow
+	// the supervisor).
+	t.Cleanup(func() { cmd.Process.Kill() })
 	// Events from the example's stderr: the first applied order is seen
 	// through the consumer's retries only, so watch for the failures.
 	consumerFailed, appFailed := make(chan struct{}), make(chan struct{})
