@@ -3,6 +3,7 @@ package group
 import (
 	"bytes"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -89,6 +90,15 @@ func valueRoundTrip(kind byte, value []byte) error {
 		if !bytes.Equal(encodeMarkerValue(c), value) {
 			return errRoundTrip
 		}
+	case kindGroupMetadata:
+		v, err := decodeGroupMetadataValue(value)
+		if err != nil {
+			return err
+		}
+		v2, err := decodeGroupMetadataValue(v.AppendTo(nil))
+		if err != nil || !reflect.DeepEqual(v2, v) {
+			return errRoundTrip
+		}
 	case kindGroup:
 		v, err := decodeGroupValue(value)
 		if err != nil {
@@ -110,6 +120,8 @@ func encodeKey(k decodedKey) []byte {
 		return stagedKey(k.group, k.producerID, k.tp)
 	case kindMarker:
 		return markerKey(k.group, k.producerID)
+	case kindGroupMetadata:
+		return groupMetadataKey(k.group)
 	}
 	return groupKey(k.group)
 }

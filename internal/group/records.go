@@ -1,6 +1,7 @@
 package group
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -221,6 +222,12 @@ func decodeKey(b []byte) (decodedKey, error) {
 		var k kmsg.GroupMetadataKey
 		if err := k.ReadFrom(b); err != nil {
 			return decodedKey{}, fmt.Errorf("%w: group metadata key: %v", ErrCorrupt, err)
+		}
+		// kmsg's ReadFrom ignores trailing bytes; a key with any is not one
+		// this broker (or Kafka) wrote, and accepting it would let two byte
+		// strings name one group.
+		if !bytes.Equal(groupMetadataKey(k.Group), b) {
+			return decodedKey{}, fmt.Errorf("%w: group metadata key length", ErrCorrupt)
 		}
 		return decodedKey{kind: kindGroupMetadata, group: k.Group}, nil
 	} else if v != keyVersion {
