@@ -123,6 +123,13 @@ func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.
 	}
 	port, _ := strconv.Atoi(portStr)
 
+	unlock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer unlock()
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := broker.NewMetrics(reg)
