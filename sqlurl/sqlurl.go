@@ -39,9 +39,24 @@ const sqlitePragmas = "_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)" +
 // scheme problem or wrap the driver's error; the password, if any, is never
 // part of an error.
 func Open(ctx context.Context, rawURL string) (*sql.DB, dedup.Dialect, error) {
+	return open(ctx, rawURL, false)
+}
+
+// OpenExisting is Open for tools that inspect a database someone else
+// created (`kawa outbox`): a SQLite file that does not exist is an error
+// (SQLite's mode=rw) instead of a new empty database left behind. A
+// PostgreSQL database is never created by connecting, so there it is Open.
+func OpenExisting(ctx context.Context, rawURL string) (*sql.DB, dedup.Dialect, error) {
+	return open(ctx, rawURL, true)
+}
+
+func open(ctx context.Context, rawURL string, mustExist bool) (*sql.DB, dedup.Dialect, error) {
 	driver, dsn, dialect, err := Parse(rawURL)
 	if err != nil {
 		return nil, 0, err
+	}
+	if mustExist && dialect == dedup.SQLite {
+		dsn += "&mode=rw"
 	}
 	db, err := sql.Open(driver, dsn)
 	if err != nil {

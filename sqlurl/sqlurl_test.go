@@ -109,3 +109,47 @@ func TestOpenSQLitePathWithURIChars(t *testing.T) {
 		t.Fatalf("database file not at %s: %v", path, err)
 	}
 }
+
+// TestOpenExistingSQLite: OpenExisting of a missing SQLite file fails and
+// leaves no file behind (`kawa outbox status` with a mistyped path created
+// an empty database and then said "no such table"); of a file Open created,
+// it reads and writes with the same settings.
+func TestOpenExistingSQLite(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "missing.db")
+	if db, _, err := sqlurl.OpenExisting(ctx, "sqlite://"+path); err == nil {
+		db.Close()
+		t.Fatal("OpenExisting of a missing SQLite file succeeded")
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("OpenExisting left %s behind (stat: %v)", path, err)
+	}
+
+	created, _, err := sqlurl.Open(ctx, "sqlite://"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := created.ExecContext(ctx, "CREATE TABLE t (v INTEGER)"); err != nil {
+		t.Fatal(err)
+	}
+	created.Close()
+	db, d, err := sqlurl.OpenExisting(ctx, "sqlite://"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if d != dedup.SQLite {
+		t.Fatalf("dialect %v", d)
+	}
+	if _, err := db.ExecContext(ctx, "INSERT INTO t VALUES (7)"); err != nil {
+		t.Fatal(err)
+	}
+	var v int
+	var mode string
+	if err := db.QueryRowContext(ctx, "SELECT v FROM t").Scan(&v); err != nil || v != 7 {
+		t.Fatalf("read back %d, %v; want 7", v, err)
+	}
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
+		t.Fatalf("journal_mode %q, %v; want wal", mode, err)
+	}
+}

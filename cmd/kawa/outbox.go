@@ -106,7 +106,7 @@ func outboxCmd(name, synopsis string, args []string, nargs int, fn func(context.
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	db, d, err := sqlurl.Open(ctx, *dbURL)
+	db, d, err := sqlurl.OpenExisting(ctx, *dbURL) // inspecting never creates a database
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -99,5 +101,18 @@ func TestOutboxCLIUsage(t *testing.T) {
 		if _, err := runCmd(t, runOutbox, "", args...); !errors.As(err, &ue) {
 			t.Errorf("kawa outbox %q: %v, want a usage error", args, err)
 		}
+	}
+}
+
+// TestOutboxCLIMissingSQLiteFile: a --db naming a SQLite file that does not
+// exist is an error and creates no file (it used to leave an empty database
+// and fail with "no such table: kawa_outbox").
+func TestOutboxCLIMissingSQLiteFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "typo.db")
+	if _, err := runCmd(t, runOutbox, "", "status", "--db=sqlite://"+path); err == nil {
+		t.Fatal("kawa outbox status on a missing SQLite file succeeded")
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("kawa outbox status created %s (stat: %v)", path, err)
 	}
 }
