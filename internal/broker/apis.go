@@ -70,6 +70,7 @@ var apis = [...]api{
 	{kmsg.DescribeProducers, 0, 0, (*Broker).handleDescribeProducers},
 	{kmsg.DescribeTransactions, 0, 0, (*Broker).handleDescribeTransactions},
 	{kmsg.ListTransactions, 0, 2, (*Broker).handleListTransactions},
+	{kmsg.ConsumerGroupHeartbeat, 0, 1, (*Broker).handleConsumerGroupHeartbeat},
 }
 
 // lookup returns the table entry for key, if Kawa implements it.

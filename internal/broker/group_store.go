@@ -114,7 +114,18 @@ func (b *Broker) openGroups() error {
 			t, ok := b.catalog.Get(name)
 			return t.ID, ok
 		},
-		Logger: b.lg,
+		Topics: func() []group.TopicInfo {
+			var out []group.TopicInfo
+			for _, t := range b.catalog.List() {
+				if !t.Internal {
+					out = append(out, group.TopicInfo{Name: t.Name, ID: t.ID, Partitions: t.Partitions})
+				}
+			}
+			return out
+		},
+		ConsumerHeartbeatInterval: b.cfg.ConsumerHeartbeatInterval,
+		ConsumerSessionTimeout:    b.cfg.ConsumerSessionTimeout,
+		Logger:                    b.lg,
 	}, offsetsStore{p: p})
 	if err := b.groups.Load(recs); err != nil {
 		return fmt.Errorf("broker: load groups: %w", err)

@@ -52,6 +52,12 @@ func (b *Broker) handleOffsetDelete(ctx context.Context, req kmsg.Request) reply
 	return later(func() kmsg.Response { return b.groups.OffsetDelete(ctx, req.(*kmsg.OffsetDeleteRequest)) })
 }
 
+func (b *Broker) handleConsumerGroupHeartbeat(ctx context.Context, req kmsg.Request) reply {
+	return later(func() kmsg.Response {
+		return b.groups.ConsumerGroupHeartbeat(ctx, req.(*kmsg.ConsumerGroupHeartbeatRequest))
+	})
+}
+
 // later runs fn on the connection's writer goroutine, after the replies of
 // earlier requests, so group operations keep the connection's order.
 func later(fn func() kmsg.Response) reply {

@@ -26,9 +26,15 @@ import (
 func TestGroupKilledMember(t *testing.T) {
 	t.Parallel()
 	scs := []*killScenario{
-		startKillScenario(t, "cooperative-sticky", kgo.CooperativeStickyBalancer()),
-		startKillScenario(t, "range", kgo.RangeBalancer()),
+		startKillScenario(t, "cooperative-sticky", kgo.CooperativeStickyBalancer(), nil),
+		startKillScenario(t, "range", kgo.RangeBalancer(), nil),
 	}
+	runKillScenarios(t, scs)
+}
+
+// runKillScenarios waits for each scenario's group to balance, kills a member of each, waits
+// for its partitions to move and more records to arrive, and checks each ledger.
+func runKillScenarios(t *testing.T, scs []*killScenario) {
 	for _, s := range scs {
 		wait.Until(t, 20*time.Second, s.name+": three members owning all partitions and consuming", func() bool {
 			return s.led.balanced(3) && s.led.processedCount() > 100
@@ -38,7 +44,7 @@ func TestGroupKilledMember(t *testing.T) {
 		s.kill()
 	}
 	for _, s := range scs {
-		wait.Until(t, 20*time.Second, s.name+": the victim's partitions to resume elsewhere", func() bool {
+		wait.Until(t, 30*time.Second, s.name+": the victim's partitions to resume elsewhere", func() bool {
 			return s.led.resumedAll(s.moved, s.killedAt)
 		})
 		s.noticed = s.led.reassignedAfter(s.moved, s.killedAt)
@@ -68,13 +74,13 @@ type killScenario struct {
 	noticed  time.Time // first reassignment of a moved partition
 }
 
-func startKillScenario(t *testing.T, name string, balancer kgo.GroupBalancer) *killScenario {
-	k := kawatest.NewBroker(t)
+func startKillScenario(t *testing.T, name string, balancer kgo.GroupBalancer, member []kgo.Opt, broker ...kawatest.Option) *killScenario {
+	k := kawatest.NewBroker(t, broker...)
 	const topic, group = "orders", "g"
 	k.CreateTopic(topic, killTopicPartitions, nil)
 	s := &killScenario{name: name, led: newGroupLedger(), prod: startBgProducer(t, k, topic, killTopicPartitions)}
 	for i := 0; i < 3; i++ {
-		s.members = append(s.members, startMember(t, k, i, group, topic, balancer, s.led))
+		s.members = append(s.members, startMember(t, k, i, group, topic, balancer, s.led, member...))
 	}
 	return s
 }
@@ -324,7 +330,7 @@ type loopMember struct {
 	stopOnce sync.Once
 }
 
-func startMember(t *testing.T, k *kawatest.Broker, id int, group, topic string, bal kgo.GroupBalancer, led *groupLedger) *loopMember {
+func startMember(t *testing.T, k *kawatest.Broker, id int, group, topic string, bal kgo.GroupBalancer, led *groupLedger, extra ...kgo.Opt) *loopMember {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &loopMember{id: id, ctx: ctx, cancel: cancel, crash: make(chan struct{}), done: make(chan struct{})}
 	opts := append(memberOpts(group, topic), kgo.Balancers(bal), kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
@@ -332,6 +338,7 @@ func startMember(t *testing.T, k *kawatest.Broker, id int, group, topic string, 
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { led.assigned(id, ps) }),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { led.revoked(id, ps) }),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { led.revoked(id, ps) }))
+	opts = append(opts, extra...)
 	m.cl = newCrashable(t, k.Addr, opts...)
 	go m.run(led)
 	t.Cleanup(m.stop)

@@ -54,8 +54,13 @@ type Broker struct {
 
 	ProducerIDExpiration time.Duration // producer.id.expiration.ms
 	OffsetsRetention     time.Duration // offsets.retention.minutes
-	RetentionCheck       time.Duration // log.retention.check.interval.ms
-	MaxInFlight          int           // requests read ahead per connection
+	// ConsumerHeartbeatInterval is group.consumer.heartbeat.interval.ms (KIP-848), the interval
+	// consumer-protocol members are told to heartbeat at; 0 takes Kafka's 5 s.
+	ConsumerHeartbeatInterval time.Duration
+	// ConsumerSessionTimeout is group.consumer.session.timeout.ms; 0 takes Kafka's 45 s.
+	ConsumerSessionTimeout time.Duration
+	RetentionCheck         time.Duration // log.retention.check.interval.ms
+	MaxInFlight            int           // requests read ahead per connection
 
 	// QueuedMaxRequestBytes caps the bytes of requests read but not yet
 	// answered, broker-wide (Kafka's queued.max.request.bytes). 0 = default

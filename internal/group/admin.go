@@ -11,7 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// groupType is the ListGroups v5+ type of every group here (KIP-848 calls the protocol "classic").
+// groupType is the ListGroups v5+ type of classic groups (KIP-848 calls the protocol "classic");
+// consumer-protocol groups are "consumer".
 const groupType = "classic"
 
 // ListGroups (key 16), versions 0-5.
@@ -29,18 +30,22 @@ func (c *Coordinator) ListGroups(_ context.Context, r *kmsg.ListGroupsRequest) *
 	if resp.ErrorCode = c.availableLocked(); resp.ErrorCode != 0 {
 		return resp
 	}
-	if len(r.TypesFilter) > 0 && !slices.ContainsFunc(r.TypesFilter, eqFold(groupType)) {
-		return resp
-	}
 	for _, g := range c.groups {
 		if g.state == stateDead {
 			continue
 		}
-		if len(r.StatesFilter) > 0 && !slices.ContainsFunc(r.StatesFilter, eqFold(g.state.String())) {
+		st, typ := g.state.String(), groupType
+		if g.cg != nil {
+			st, typ = g.cg.state(), consumerProtocol
+		}
+		if len(r.TypesFilter) > 0 && !slices.ContainsFunc(r.TypesFilter, eqFold(typ)) {
+			continue
+		}
+		if len(r.StatesFilter) > 0 && !slices.ContainsFunc(r.StatesFilter, eqFold(st)) {
 			continue
 		}
 		lg := kmsg.NewListGroupsResponseGroup()
-		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.name, g.protocolType, g.state.String(), groupType
+		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.name, g.protocolType, st, typ
 		resp.Groups = append(resp.Groups, lg)
 	}
 	slices.SortFunc(resp.Groups, func(a, b kmsg.ListGroupsResponseGroup) int { return cmp.Compare(a.Group, b.Group) })
@@ -150,7 +155,7 @@ func (c *Coordinator) deleteGroupLocked(name string) (int16, *write) {
 	switch {
 	case g == nil || g.state == stateDead:
 		return kerr.GroupIDNotFound.Code, nil
-	case g.state != stateEmpty:
+	case g.state != stateEmpty, g.cg != nil && len(g.cg.members) > 0:
 		return kerr.NonEmptyGroup.Code, nil
 	}
 	return 0, c.removeGroupLocked(g)

@@ -136,7 +136,7 @@ func (c *Coordinator) offsetCommitLocked(r *kmsg.OffsetCommitRequest, parts []*c
 			return nil
 		}
 	}
-	if code := g.validateOffsetCommit(memberID, instanceID, gen, false); code != 0 {
+	if code := g.validateOffsetCommit(memberID, instanceID, gen, false, parts); code != 0 {
 		setPending(parts, code)
 		return nil
 	}
@@ -200,7 +200,14 @@ func waitCommit(ctx context.Context, w *write, parts []*commitPart) {
 
 // validateOffsetCommit is Kafka's ClassicGroup.validateOffsetCommit, for plain and transactional
 // (KIP-447) commits.
-func (g *group) validateOffsetCommit(memberID string, instanceID *string, gen int32, txn bool) int16 {
+func (g *group) validateOffsetCommit(memberID string, instanceID *string, gen int32, txn bool, parts []*commitPart) int16 {
+	if g.cg != nil {
+		tps := make([]topicPartition, 0, len(parts))
+		for _, p := range parts {
+			tps = append(tps, p.tp)
+		}
+		return g.validateConsumerCommit(memberID, gen, tps)
+	}
 	if g.state == stateDead {
 		return kerr.CoordinatorNotAvailable.Code
 	}

@@ -52,6 +52,17 @@ type Config struct {
 	TopicName func(id [16]byte) (name string, ok bool)
 	// TopicID gives the ID of a topic name for OffsetFetch v10+ "all topics" answers. Nil leaves IDs zero.
 	TopicID func(topic string) (id [16]byte, ok bool)
+	// Topics lists the topics consumer-protocol groups (KIP-848) may subscribe to, for their
+	// server-side assignment. Nil: none.
+	Topics func() []TopicInfo
+	// ConsumerAssignor is group.consumer.assignors' default: "uniform" (default) or "range".
+	ConsumerAssignor string
+	// ConsumerSessionTimeout is group.consumer.session.timeout.ms: a consumer-protocol member
+	// silent this long is fenced. Default 45 s.
+	ConsumerSessionTimeout time.Duration
+	// ConsumerHeartbeatInterval is group.consumer.heartbeat.interval.ms, returned to members.
+	// Default 5 s.
+	ConsumerHeartbeatInterval time.Duration
 	// Now is the clock for commit timestamps and retention. Nil means time.Now. Timers (session,
 	// rebalance, retention checks) use the runtime's timers, so tests drive them with testing/synctest.
 	Now    func() time.Time
@@ -69,6 +80,11 @@ func (cfg Config) withDefaults() Config {
 	def(&cfg.MinSessionTimeout, 6*time.Second)
 	def(&cfg.MaxSessionTimeout, 30*time.Minute)
 	def(&cfg.NewMemberJoinTimeout, 5*time.Minute)
+	def(&cfg.ConsumerSessionTimeout, 45*time.Second)
+	def(&cfg.ConsumerHeartbeatInterval, 5*time.Second)
+	if cfg.ConsumerAssignor == "" {
+		cfg.ConsumerAssignor = assignorUniform
+	}
 	if cfg.InitialRebalanceDelay < 0 {
 		cfg.InitialRebalanceDelay = 0
 	}
@@ -149,6 +165,12 @@ func (c *Coordinator) unloadGroupLocked(g *group) {
 	stopTimer(&g.syncTimer)
 	for _, p := range g.pending {
 		stopTimer(&p.timer)
+	}
+	if g.cg != nil {
+		for _, m := range g.cg.members {
+			stopTimer(&m.sessionTimer)
+			stopTimer(&m.revokeTimer)
+		}
 	}
 	for _, m := range g.members {
 		stopTimer(&m.hbTimer)

@@ -1,6 +1,9 @@
 // Package group is Kawa's classic consumer-group coordinator: Kafka's GroupCoordinator for the
 // JoinGroup/SyncGroup protocol (KIP-394 member IDs, KIP-345 static membership, KIP-447 fenced
 // transactional commits) and the committed offsets it keeps in the internal topic __consumer_offsets.
+// It also runs KIP-848 consumer-protocol groups (ConsumerGroupHeartbeat: server-side "uniform" and
+// "range" assignors, group and member epochs, revocation before assignment; consumer.go), whose
+// offsets live beside the classic groups' and whose commits are checked by member epoch (KIP-1251).
 //
 // # Usage
 //

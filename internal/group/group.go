@@ -87,6 +87,7 @@ type group struct {
 	newMemberAdded bool            // a member joined during the initial delay, so extend it
 	subscribed     map[string]bool // topics the consumer members subscribe to; nil = unknown
 	persisted      bool            // a group record was written, so removal needs a tombstone
+	cg             *consumerGroup  // non-nil: a KIP-848 consumer-protocol group
 
 	offsets   map[topicPartition]offset
 	txn       map[int64]*staged // producer ID -> staged offsets
@@ -120,7 +121,7 @@ func (g *group) canRebalance() bool {
 
 // idle reports a group that holds nothing worth keeping.
 func (g *group) idle() bool {
-	return g.state == stateEmpty && len(g.members) == 0 && len(g.pending) == 0 &&
+	return g.state == stateEmpty && len(g.members) == 0 && len(g.pending) == 0 && (g.cg == nil || len(g.cg.members) == 0) &&
 		len(g.offsets) == 0 && len(g.txn) == 0 && len(g.inflight) == 0
 }
 

@@ -91,6 +91,12 @@ func (c *Coordinator) joinLocked(ctx context.Context, r *kmsg.JoinGroupRequest) 
 		}
 		g = c.newGroupLocked(r.Group)
 	}
+	if g.cg != nil {
+		if len(g.cg.members) > 0 {
+			return joinFailed(kerr.InconsistentGroupProtocol.Code, r.MemberID) // a live consumer-protocol group
+		}
+		g.cg = nil // an empty consumer group becomes a classic group
+	}
 	var res joinResult
 	var wait chan joinResult
 	if r.MemberID == "" {

@@ -84,7 +84,7 @@ func (c *Coordinator) txnCommitLocked(r *kmsg.TxnOffsetCommitRequest, parts []*c
 		}
 		g = c.newGroupLocked(r.Group)
 	}
-	code := g.validateOffsetCommit(memberID, instanceID, gen, true)
+	code := g.validateOffsetCommit(memberID, instanceID, gen, true, parts)
 	if st := g.txn[r.ProducerID]; code == 0 && st != nil && r.ProducerEpoch < st.epoch {
 		code = kerr.InvalidProducerEpoch.Code
 	}

@@ -1,0 +1,266 @@
+package group
+
+import (
+	"cmp"
+	"maps"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// consumerGroup is the KIP-848 state of a group using the consumer protocol (a group with
+// cg != nil). The group epoch bumps on every change of membership, subscriptions or subscribed
+// topics' partitions; the target assignment is recomputed for it; each member then reconciles
+// towards its target (CurrentAssignmentBuilder): it first revokes what it must give up, keeping its
+// epoch until its heartbeat shows the partitions released, and only then moves to the assignment
+// epoch and receives the partitions no other member still holds. owner records the holder of every
+// partition, so a partition is never assigned to two members at once (KAFKA-16147).
+type consumerGroup struct {
+	epoch       int32 // group epoch
+	targetEpoch int32 // epoch the target assignment was computed for
+	members     map[string]*consumerMember
+	static      map[string]string // group.instance.id -> member ID
+	target      map[string]map[topicPartition]bool
+	owner       map[topicPartition]string // member holding the partition (assigned or being revoked)
+	topics      map[string]int32          // subscribed topics' partition counts at targetEpoch
+}
+
+// consumerMember is one member of a consumer group.
+type consumerMember struct {
+	id               string
+	instanceID       *string
+	rackID           *string
+	clientID, host   string
+	epoch, prevEpoch int32
+	rebalanceTimeout time.Duration
+	names            []string // SubscribedTopicNames
+	regex            string   // SubscribedTopicRegex ("" for none)
+	re               *regexp.Regexp
+	assignor         string
+	assigned         map[topicPartition]int32 // owned partition -> epoch it was assigned in
+	revoking         map[topicPartition]bool  // asked to release, not yet confirmed
+	sent             bool                     // the client was sent the current assigned set
+	sessionTimer     *time.Timer
+	revokeTimer      *time.Timer
+}
+
+func newConsumerGroup() *consumerGroup {
+	return &consumerGroup{
+		members: map[string]*consumerMember{},
+		static:  map[string]string{},
+		target:  map[string]map[topicPartition]bool{},
+		owner:   map[topicPartition]string{},
+		topics:  map[string]int32{},
+	}
+}
+
+// state is the group state ConsumerGroupDescribe and ListGroups show.
+func (cg *consumerGroup) state() string {
+	switch {
+	case len(cg.members) == 0:
+		return "Empty"
+	case cg.targetEpoch < cg.epoch:
+		return "Assigning"
+	}
+	for _, m := range cg.members {
+		if m.epoch != cg.targetEpoch || len(m.revoking) > 0 || !sameSet(m.assigned, cg.target[m.id]) {
+			return "Reconciling"
+		}
+	}
+	return "Stable"
+}
+
+func sameSet(a map[topicPartition]int32, b map[topicPartition]bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for tp := range a {
+		if !b[tp] {
+			return false
+		}
+	}
+	return true
+}
+
+// subscribes reports whether m subscribes to topic.
+func (m *consumerMember) subscribes(topic string) bool {
+	if m.re != nil {
+		return m.re.MatchString(topic)
+	}
+	return slices.Contains(m.names, topic)
+}
+
+// subscribedTopics is every existing topic some member subscribes to, with its partition count.
+func (c *Coordinator) subscribedTopicsLocked(cg *consumerGroup) map[string]int32 {
+	out := map[string]int32{}
+	if c.cfg.Topics == nil {
+		return out
+	}
+	for _, t := range c.cfg.Topics() {
+		for _, m := range cg.members {
+			if m.subscribes(t.Name) {
+				out[t.Name] = t.Partitions
+				break
+			}
+		}
+	}
+	return out
+}
+
+// refreshTargetLocked bumps the group epoch if the subscribed topics changed, and recomputes the
+// target assignment when the group epoch moved past it.
+func (c *Coordinator) refreshTargetLocked(cg *consumerGroup) {
+	topics := c.subscribedTopicsLocked(cg)
+	if !maps.Equal(topics, cg.topics) && cg.targetEpoch == cg.epoch {
+		cg.epoch++ // a topic created, deleted or grown
+	}
+	if cg.targetEpoch == cg.epoch {
+		return
+	}
+	cg.topics = topics
+	ins := make([]assignInput, 0, len(cg.members))
+	assignor := c.cfg.ConsumerAssignor
+	for _, m := range sortedConsumers(cg) {
+		in := assignInput{id: m.id, topics: map[string]bool{}, current: cg.target[m.id]}
+		for t := range topics {
+			if m.subscribes(t) {
+				in.topics[t] = true
+			}
+		}
+		ins = append(ins, in)
+		if m.assignor != "" {
+			assignor = m.assignor // Kafka: the assignor most members ask for; one is enough here
+		}
+	}
+	cg.target = assign(assignor, ins, topics)
+	cg.targetEpoch = cg.epoch
+}
+
+func sortedConsumers(cg *consumerGroup) []*consumerMember {
+	ms := make([]*consumerMember, 0, len(cg.members))
+	for _, m := range cg.members {
+		ms = append(ms, m)
+	}
+	slices.SortFunc(ms, func(a, b *consumerMember) int { return cmp.Compare(a.id, b.id) })
+	return ms
+}
+
+// reconcileLocked moves m towards its target. owned is what the client reports holding (nil: the
+// request did not say, so what it was last sent). It returns whether m's assigned set changed.
+func (c *Coordinator) reconcileLocked(g *group, m *consumerMember, owned map[topicPartition]bool) bool {
+	cg := g.cg
+	target := cg.target[m.id]
+	changed := false
+	// Partitions being revoked are released once the client no longer reports them.
+	if len(m.revoking) > 0 && owned != nil {
+		for tp := range m.revoking {
+			if !owned[tp] {
+				delete(m.revoking, tp)
+				if cg.owner[tp] == m.id {
+					delete(cg.owner, tp)
+				}
+			}
+		}
+	}
+	if m.epoch < cg.targetEpoch && len(m.revoking) == 0 {
+		var revoke []topicPartition
+		for tp := range m.assigned {
+			if !target[tp] {
+				revoke = append(revoke, tp)
+			}
+		}
+		if len(revoke) > 0 {
+			// Revoke first; the epoch stays until the client confirms.
+			for _, tp := range revoke {
+				delete(m.assigned, tp)
+				m.revoking[tp] = true
+			}
+			c.schedule(&m.revokeTimer, m.rebalanceTimeout, func() { c.fenceConsumerLocked(g, m, "rebalance timeout") })
+			return true
+		}
+		m.prevEpoch, m.epoch = m.epoch, cg.targetEpoch
+		stopTimer(&m.revokeTimer)
+	}
+	if len(m.revoking) > 0 {
+		return changed
+	}
+	stopTimer(&m.revokeTimer)
+	// Partitions of the target nobody else holds are assigned now; the others when released.
+	for tp := range target {
+		if _, ok := m.assigned[tp]; ok {
+			continue
+		}
+		if o, held := cg.owner[tp]; held && o != m.id {
+			continue
+		}
+		cg.owner[tp] = m.id
+		m.assigned[tp] = m.epoch
+		changed = true
+	}
+	// A partition no longer in the target whose topic shrank or vanished is dropped without revoking.
+	return changed
+}
+
+// removeConsumerLocked drops m from the group, releasing everything it held, and bumps the epoch.
+func (c *Coordinator) removeConsumerLocked(g *group, m *consumerMember) {
+	cg := g.cg
+	stopTimer(&m.sessionTimer)
+	stopTimer(&m.revokeTimer)
+	for tp, o := range cg.owner {
+		if o == m.id {
+			delete(cg.owner, tp)
+		}
+	}
+	delete(cg.members, m.id)
+	delete(cg.target, m.id)
+	if m.instanceID != nil && cg.static[*m.instanceID] == m.id {
+		delete(cg.static, *m.instanceID)
+	}
+	cg.epoch++
+	if len(cg.members) == 0 {
+		g.stateSince = c.now()
+	}
+}
+
+// fenceConsumerLocked removes a member that missed its session or rebalance timeout; its next
+// heartbeat gets UNKNOWN_MEMBER_ID (or FENCED_MEMBER_EPOCH) and it rejoins with epoch 0.
+func (c *Coordinator) fenceConsumerLocked(g *group, m *consumerMember, why string) {
+	if g.cg == nil || g.cg.members[m.id] != m {
+		return
+	}
+	c.cfg.Logger.Info("consumer group member fenced", "group", g.name, "member", m.id, "epoch", m.epoch, "reason", why)
+	c.removeConsumerLocked(g, m)
+	c.refreshTargetLocked(g.cg)
+}
+
+// validateConsumerCommit is Kafka's ConsumerGroup.validateOffsetCommit with KIP-1251's rule: a
+// commit by a member is accepted when its epoch is at most the member's epoch and, for every
+// partition it commits, at least the epoch the partition was assigned to it in. An anonymous commit
+// (epoch < 0, no member) needs an empty group.
+func (g *group) validateConsumerCommit(memberID string, epoch int32, tps []topicPartition) int16 {
+	cg := g.cg
+	if memberID == "" && epoch < 0 {
+		if len(cg.members) == 0 {
+			return 0
+		}
+		return kerr.UnknownMemberID.Code
+	}
+	m := cg.members[memberID]
+	if m == nil {
+		return kerr.UnknownMemberID.Code
+	}
+	if epoch > m.epoch {
+		return kerr.StaleMemberEpoch.Code
+	}
+	for _, tp := range tps {
+		if ae, ok := m.assigned[tp]; ok && epoch < ae {
+			return kerr.StaleMemberEpoch.Code
+		}
+		if _, ok := m.assigned[tp]; !ok && !m.revoking[tp] && epoch != m.epoch {
+			return kerr.StaleMemberEpoch.Code
+		}
+	}
+	return 0
+}
