@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 
 	"github.com/kawa-broker/kawa/cmd/internal/cli"
 	"github.com/kawa-broker/kawa/internal/broker"
+	"github.com/kawa-broker/kawa/internal/auth"
 	"github.com/kawa-broker/kawa/internal/config"
 	"github.com/kawa-broker/kawa/internal/server"
 	"github.com/kawa-broker/kawa/internal/vfs"
@@ -32,7 +34,12 @@ import (
 func runServe(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var cfg config.Broker
-	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:9092", "address to listen on")
+	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:9092", "address of the one PLAINTEXT listener when --listeners is not set")
+	fs.StringVar(&cfg.Listeners, "listeners", "", "Kafka's listeners: PROTOCOL://host:port,... with PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL (replaces --listen)")
+	fs.StringVar(&cfg.SSLKeystoreLocation, "ssl-keystore-location", "", "PEM file with the private key and certificate chain of SSL/SASL_SSL listeners (ssl.keystore.location)")
+	fs.StringVar(&cfg.SSLTruststoreLocation, "ssl-truststore-location", "", "PEM file of CA certificates client certificates must chain to (ssl.truststore.location)")
+	fs.StringVar(&cfg.SSLClientAuth, "ssl-client-auth", "none", "client certificates: required, requested or none (ssl.client.auth)")
+	saslMechs := fs.String("sasl-enabled-mechanisms", "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms of SASL listeners (sasl.enabled.mechanisms)")
 	// Node 1, as in Kafka's own quickstart (KRaft server.properties): client
 	// test suites (kafka-go's) assert broker ID 1 and treat node 0 as unset.
 	nodeID := fs.Int("node-id", 1, "this broker's node ID (node.id)")
@@ -70,6 +77,7 @@ func runServe(args []string) error {
 	if cfg.MaxConnections <= 0 || cfg.MaxConnectionsPerIP <= 0 {
 		return serveUsage("--max-connections and --max-connections-per-ip must be positive")
 	}
+	cfg.SASLEnabledMechanisms = strings.Split(*saslMechs, ",")
 	var err error
 	if cfg.Fsync, err = config.ParseFsync(*fsync); err != nil {
 		return serveUsage("%v", err)
@@ -105,27 +113,29 @@ func runServe(args []string) error {
 // the bound address once the broker accepts connections.
 func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.Logger, ready chan<- string) error {
 	cfg = cfg.WithDefaults()
-	ln, err := net.Listen("tcp", cfg.Listen)
+	specs, err := listenerSpecs(cfg)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return err
 	}
-	host, portStr, _ := net.SplitHostPort(ln.Addr().String())
-	if cfg.AdvertisedHost != "" {
-		host = cfg.AdvertisedHost
-	} else if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		// 0.0.0.0 / :: cannot be dialled: advertise the machine's name, as
-		// Kafka does for a listener without an advertised host.
-		if name, err := os.Hostname(); err == nil && name != "" {
-			host = name
+	lns := make([]net.Listener, len(specs))
+	closeLns := func() {
+		for _, ln := range lns {
+			if ln != nil {
+				ln.Close()
+			}
 		}
-	} else {
-		host = loopbackName(host, net.LookupHost)
 	}
-	port, _ := strconv.Atoi(portStr)
+	for i, sp := range specs {
+		if lns[i], err = net.Listen("tcp", sp.addr); err != nil {
+			closeLns()
+			return fmt.Errorf("listen %s://%s: %w", sp.protocol, sp.addr, err)
+		}
+	}
+	host, port := advertisedAddr(cfg, lns[0])
 
 	unlock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
-		ln.Close()
+		closeLns()
 		return err
 	}
 	defer unlock()
@@ -133,10 +143,25 @@ func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := broker.NewMetrics(reg)
-	b, err := broker.Open(vfs.OS, cfg, host, int32(port), lg, m)
+	b, err := broker.Open(vfs.OS, cfg, host, port, lg, m)
 	if err != nil {
-		ln.Close()
+		closeLns()
 		return err
+	}
+	store, err := auth.OpenStore(vfs.OS, cfg.DataDir)
+	if err != nil {
+		closeLns()
+		b.Close()
+		return err
+	}
+	listeners, err := securedListeners(cfg, specs, store)
+	if err != nil {
+		closeLns()
+		b.Close()
+		return err
+	}
+	for i := range listeners {
+		listeners[i].AdvertisedHost, listeners[i].AdvertisedPort = advertisedAddr(cfg, lns[i])
 	}
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kawa_log_fsyncs",
@@ -171,7 +196,7 @@ func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.
 	if metricsAddr != "" {
 		mln, err := net.Listen("tcp", metricsAddr)
 		if err != nil {
-			ln.Close()
+			closeLns()
 			b.Close()
 			return fmt.Errorf("metrics listen: %w", err)
 		}
@@ -185,11 +210,13 @@ func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.
 		lg.Info("metrics listening", "addr", mln.Addr().String())
 	}
 
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	lg.Info("kawa listening", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "fsync", cfg.Fsync)
+	errc := make(chan error, len(lns))
+	for i, ln := range lns {
+		go func() { errc <- srv.ServeListener(ln, listeners[i]) }()
+		lg.Info("kawa listening", "addr", ln.Addr().String(), "protocol", listeners[i].Protocol, "data_dir", cfg.DataDir, "fsync", cfg.Fsync)
+	}
 	if ready != nil {
-		ready <- ln.Addr().String()
+		ready <- lns[0].Addr().String()
 	}
 	var serveErr error
 	select {
@@ -208,6 +235,25 @@ func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.
 	}
 	lg.Info("stopped")
 	return serveErr
+}
+
+// advertisedAddr is the address clients of ln are told: AdvertisedHost if
+// set, else the listener's host made dialable, and ln's port.
+func advertisedAddr(cfg config.Broker, ln net.Listener) (string, int32) {
+	host, portStr, _ := net.SplitHostPort(ln.Addr().String())
+	if cfg.AdvertisedHost != "" {
+		host = cfg.AdvertisedHost
+	} else if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		// 0.0.0.0 / :: cannot be dialled: advertise the machine's name, as
+		// Kafka does for a listener without an advertised host.
+		if name, err := os.Hostname(); err == nil && name != "" {
+			host = name
+		}
+	} else {
+		host = loopbackName(host, net.LookupHost)
+	}
+	port, _ := strconv.Atoi(portStr)
+	return host, int32(port)
 }
 
 // serveUsage is a bad `kawa serve` command line: exit status 2, like the

@@ -3,9 +3,12 @@ package auth
 import (
 	"bytes"
 	"crypto/hmac"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/xdg-go/scram"
 )
@@ -14,6 +17,15 @@ import (
 // malformed or out-of-order message. Its text is what the client is told
 // (SaslAuthenticate's error message), so it never says which part was wrong.
 var ErrAuthentication = errors.New("Authentication failed: Invalid username or password")
+
+// ClientMessage is the text a client is told for a failed exchange err:
+// ErrAuthentication's own text for a login failure, whatever its cause.
+func ClientMessage(err error) string {
+	if errors.Is(err, ErrAuthentication) {
+		return ErrAuthentication.Error()
+	}
+	return err.Error()
+}
 
 // SASL starts server-side SASL exchanges against a credential store. It is
 // the server's server.Authenticator.
@@ -73,9 +85,22 @@ func (a *SASL) Start(mech string) (s Session, ok bool) {
 		if err != nil {
 			return nil, false
 		}
-		return &scramSession{conv: srv.NewConversation()}, true
+		return &scramSession{conv: srv.WithNonceGenerator(alnumNonce).NewConversation(), store: a.store, mech: mech}, true
 	}
 	return nil, false
+}
+
+// alnumNonce returns a 32-character alphanumeric server nonce, the alphabet
+// Kafka's ScramFormatter uses: librdkafka rejects the default base64 nonce
+// of xdg-go/scram ('+' and '/'), failing every login.
+func alnumNonce() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
 }
 
 // ParsePlain splits a PLAIN message (RFC 4616: authzid NUL authcid NUL
@@ -139,17 +164,30 @@ func (s *Store) CheckPassword(user, password string) bool {
 }
 
 type scramSession struct {
-	conv *scram.ServerConversation
+	conv  *scram.ServerConversation
+	store *Store
+	mech  string
+	// From the first exchange, for librdkafka's client-final (quirkFinal).
+	gs2, c1b, s1, cnonce, nonce string
+	steps                       int
 }
 
 func (s *scramSession) Step(in []byte) ([]byte, bool, error) {
+	s.steps++
+	if s.steps == 2 && s.cnonce != "" {
+		if f := strings.Split(string(in), ","); len(f) >= 3 && f[1] == "r="+s.cnonce+s.nonce {
+			return s.quirkFinal(string(in))
+		}
+	}
 	out, err := s.conv.Step(string(in))
 	if err != nil {
-		// Unknown user, bad proof, malformed message: all one answer, so a
-		// client cannot probe which users exist.
-		return nil, false, ErrAuthentication
+		// Unknown user, bad proof, malformed message: all one answer to the
+		// client (ClientMessage), so it cannot probe which users exist; the
+		// cause is kept for the broker's log.
+		return nil, false, fmt.Errorf("%w (%v)", ErrAuthentication, err)
 	}
 	if !s.conv.Done() {
+		s.noteFirst(string(in), out)
 		return []byte(out), false, nil
 	}
 	// A finished conversation is a login only when the proof verified
@@ -158,10 +196,86 @@ func (s *scramSession) Step(in []byte) ([]byte, bool, error) {
 	if !s.conv.Valid() {
 		return nil, false, ErrAuthentication
 	}
+	return s.success(out)
+}
+
+func (s *scramSession) success(out string) ([]byte, bool, error) {
 	if az := s.conv.AuthzID(); az != "" && az != s.conv.Username() {
 		return nil, false, errors.New("Authentication failed: authorization id differs from the user")
 	}
 	return []byte(out), true, nil
+}
+
+// noteFirst keeps what quirkFinal needs of a valid first exchange: the GS2
+// header, client-first-bare, server-first and both nonces.
+func (s *scramSession) noteFirst(c1, s1 string) {
+	i := strings.Index(c1, ",")
+	if i < 0 {
+		return
+	}
+	j := strings.Index(c1[i+1:], ",")
+	if j < 0 {
+		return
+	}
+	s.gs2, s.c1b, s.s1 = c1[:i+j+2], c1[i+j+2:], s1
+	s.cnonce, s.nonce = attr(s.c1b, "r"), attr(s1, "r")
+}
+
+// attr returns the value of attribute k in a SCRAM message, or "".
+func attr(msg, k string) string {
+	for _, f := range strings.Split(msg, ",") {
+		if v, ok := strings.CutPrefix(f, k+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// quirkFinal verifies a client-final whose nonce is the client nonce followed
+// by the whole combined nonce: librdkafka before 2.6.1 prepends its nonce a
+// second time (librdkafka PR #4895), and Kafka 3.8.1-3.9 accepted that
+// (nonce endsWith the expected one). The proof is still checked over the
+// message as sent, and the combined nonce, with the server's part, is inside
+// it, so a replay is no easier than with the exact nonce.
+func (s *scramSession) quirkFinal(c2 string) ([]byte, bool, error) {
+	fail := func(why string) ([]byte, bool, error) {
+		return nil, false, fmt.Errorf("%w (%s)", ErrAuthentication, why)
+	}
+	user := s.conv.Username()
+	c, ok := s.store.Lookup(user, s.mech)
+	if !ok {
+		return fail("unknown user")
+	}
+	h, _, _ := hashFor(s.mech)
+	f := strings.Split(c2, ",")
+	cbind, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(f[0], "c="))
+	if err != nil || !strings.HasPrefix(f[0], "c=") || string(cbind) != s.gs2 || !strings.HasPrefix(s.gs2, "n,") {
+		return fail("channel binding mismatch")
+	}
+	last := f[len(f)-1]
+	proof, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(last, "p="))
+	if err != nil || !strings.HasPrefix(last, "p=") {
+		return fail("malformed proof")
+	}
+	authMsg := s.c1b + "," + s.s1 + "," + c2[:strings.LastIndex(c2, ",")]
+	mac := func(key []byte) []byte {
+		m := hmac.New(h, key)
+		m.Write([]byte(authMsg))
+		return m.Sum(nil)
+	}
+	sig := mac(c.StoredKey)
+	if len(proof) != len(sig) {
+		return fail("proof length")
+	}
+	for i := range sig {
+		sig[i] ^= proof[i]
+	}
+	sk := h()
+	sk.Write(sig)
+	if !hmac.Equal(sk.Sum(nil), c.StoredKey) {
+		return fail("challenge proof invalid")
+	}
+	return s.success("v=" + base64.StdEncoding.EncodeToString(mac(c.ServerKey)))
 }
 
 func (s *scramSession) User() string { return s.conv.Username() }

@@ -45,7 +45,7 @@ var apis = [...]api{
 	{kmsg.SyncGroup, 0, 5, (*Broker).handleSyncGroup},
 	{kmsg.DescribeGroups, 0, 6, (*Broker).handleDescribeGroups},
 	{kmsg.ListGroups, 0, 5, (*Broker).handleListGroups},
-	{kmsg.SASLHandshake, 1, 1, (*Broker).handleSaslHandshake},
+	{kmsg.SASLHandshake, 0, 1, (*Broker).handleSaslHandshake},
 	{kmsg.ApiVersions, 0, 4, (*Broker).handleApiVersions},
 	{kmsg.CreateTopics, 2, 7, (*Broker).handleCreateTopics},
 	{kmsg.DeleteTopics, 1, 6, (*Broker).handleDeleteTopics},

@@ -7,7 +7,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// SaslHandshake (key 17), versions 1-1.
+// SaslHandshake (key 17), versions 0-1.
+//
+// Version 0 is advertised because librdkafka requires it in ApiVersions to
+// enable SASL at all, but only the v1 flow is spoken (SaslAuthenticate
+// frames after the handshake): a v0 handshake is answered UNSUPPORTED_VERSION
+// and the connection closed, since v0 means raw tokens outside Kafka framing.
 //
 // Behaviour: on a SASL listener the server (internal/server) answers
 // SaslHandshake itself until the connection is authenticated, as Kafka's

@@ -39,14 +39,26 @@ func ParseFsync(s string) (Fsync, error) {
 // Broker is the broker-wide configuration. Zero values are replaced by
 // defaults in WithDefaults.
 type Broker struct {
-	NodeID          int32
-	Listen          string // host:port to listen on, e.g. 127.0.0.1:9092
-	AdvertisedHost  string // host advertised in Metadata; empty = listener's host
-	AdvertisedPort  int32  // 0 = listener's port
-	DataDir         string
-	MaxRequestBytes int32 // socket.request.max.bytes; larger declared frames close the connection
-	Fsync           Fsync
-	FsyncInterval   time.Duration
+	NodeID         int32
+	Listen         string // host:port to listen on, e.g. 127.0.0.1:9092
+	AdvertisedHost string // host advertised in Metadata; empty = listener's host
+	// Security (Kafka's names). Listeners, when set, replaces Listen:
+	// "PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9094", each name a
+	// security protocol. SSLKeystoreLocation is a PEM file holding the
+	// private key and certificate chain (ssl.keystore.type=PEM),
+	// SSLTruststoreLocation a PEM file of CA certificates that client
+	// certificates must chain to; SSLClientAuth is required, requested or
+	// none. SASLEnabledMechanisms are PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.
+	Listeners             string
+	SSLKeystoreLocation   string
+	SSLTruststoreLocation string
+	SSLClientAuth         string
+	SASLEnabledMechanisms []string
+	AdvertisedPort        int32 // 0 = listener's port
+	DataDir               string
+	MaxRequestBytes       int32 // socket.request.max.bytes; larger declared frames close the connection
+	Fsync                 Fsync
+	FsyncInterval         time.Duration
 
 	AutoCreateTopics  bool  // auto.create.topics.enable
 	DefaultPartitions int32 // num.partitions, for auto-created topics

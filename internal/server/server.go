@@ -664,7 +664,7 @@ func (c *conn) saslStep(st *saslState, h wire.Header, req kmsg.Request) (kmsg.Re
 		if err != nil {
 			c.s.warn.log("closing connection: SASL authentication failed", "remote", c.info.Remote, "err", err)
 			resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
-			msg := err.Error()
+			msg := auth.ClientMessage(err)
 			resp.ErrorMessage = &msg
 			return resp, "", true
 		}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/kawa-broker/kawa/internal/kawatest"
+)
+
+// securedKawa writes a CA and a server keystore (PEM, key and chain in one
+// file, never committed) to dir and starts `kawa serve` on data with one
+// SASL_SSL listener.
+func securedKawa(t *testing.T, ca *kawatest.CA, dir, data string) *kawaProc {
+	t.Helper()
+	chain, key := kawatest.PEMFiles(t, ca.Issue("localhost", ""))
+	ks := filepath.Join(dir, "server.pem")
+	if err := os.WriteFile(ks, append(key, chain...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return startKawa(t, data, "--listeners", "SASL_SSL://127.0.0.1:0", "--ssl-keystore-location", ks)
+}
+
+// TestKcatSASLSSLSCRAM512: the first administrator is created offline with
+// `kawa user set`, kcat (librdkafka) produces and consumes with
+// security.protocol=SASL_SSL and SCRAM-SHA-512, a wrong password is refused
+// with SASL_AUTHENTICATION_FAILED, and the credential survives SIGKILL.
+func TestKcatSASLSSLSCRAM512(t *testing.T) {
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		if os.Getenv("KAWA_REQUIRE_KCAT") != "" {
+			t.Fatal("kcat not installed but KAWA_REQUIRE_KCAT is set")
+		}
+		t.Skip("kcat not installed")
+	}
+	dir, data := t.TempDir(), t.TempDir()
+	mustRun(t, runUser, "", "set", "admin", "--mechanism", "SCRAM-SHA-512", "--password", "admin-pw", "--data-dir", data)
+	if out := mustRun(t, runUser, "", "list", "--data-dir", data); out != "admin\tSCRAM-SHA-512\t4096\n" {
+		t.Fatalf("user list = %q", out)
+	}
+	ca := kawatest.NewCA(t, "kcat CA")
+	caFile := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(caFile, ca.PEM(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := securedKawa(t, ca, dir, data)
+	if _, err := runCmd(t, runUser, "", "set", "eve", "--password", "x", "--data-dir", data); err == nil {
+		t.Fatal("kawa user set edited the data dir of a running broker")
+	}
+
+	kc := func(pass string, args ...string) *exec.Cmd {
+		base := []string{"-b", p.Addr, "-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanisms=SCRAM-SHA-512",
+			"-X", "sasl.username=admin", "-X", "sasl.password=" + pass, "-X", "ssl.ca.location=" + caFile}
+		return exec.Command(kcat, append(base, args...)...)
+	}
+	prod := kc("admin-pw", "-P", "-t", "secure")
+	prod.Stdin = strings.NewReader("one\ntwo\nthree\n")
+	if out, err := prod.CombinedOutput(); err != nil {
+		t.Fatalf("kcat -P: %v: %s", err, out)
+	}
+	out, err := kc("admin-pw", "-C", "-t", "secure", "-o", "beginning", "-e", "-q").Output()
+	if err != nil {
+		t.Fatalf("kcat -C: %v", err)
+	}
+	if got := string(out); got != "one\ntwo\nthree\n" {
+		t.Fatalf("kcat consumed %q", got)
+	}
+	out, err = kc("wrong", "-L", "-m", "5").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "SASL authentication error") {
+		t.Fatalf("kcat with a wrong password: err %v, output %s", err, out)
+	}
+
+	p.Kill()
+	p = securedKawa(t, ca, dir, data)
+	tlsOpt := kgo.DialTLSConfig(&tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"})
+	for _, tc := range []struct {
+		pass string
+		want error
+	}{{"admin-pw", nil}, {"wrong", kerr.SaslAuthenticationFailed}} {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(p.Addr), tlsOpt, kgo.RequestRetries(0),
+			kgo.SASL(scram.Auth{User: "admin", Pass: tc.pass}.AsSha512Mechanism()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err = cl.Request(ctx, kmsg.NewPtrMetadataRequest())
+		cancel()
+		cl.Close()
+		if !errors.Is(err, tc.want) {
+			t.Fatalf("after SIGKILL and restart, password %q: err %v, want %v", tc.pass, err, tc.want)
+		}
+	}
+}
