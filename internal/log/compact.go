@@ -128,6 +128,10 @@ func (l *Log) writeCleaned(tmp string, base, end int64, fill func(add func(b []b
 		if err == nil {
 			err = batch.CheckCRC(b)
 		}
+		if err == nil && ns.size+int64(len(b)) > maxSegmentBytes {
+			// Decompressed survivors of compressed batches can outgrow the file's int32 index positions.
+			err = fmt.Errorf("cleaned segment would exceed %d bytes", int64(maxSegmentBytes))
+		}
 		if err != nil {
 			return fmt.Errorf("log: cleaned segment %d: %w", base, err)
 		}
