@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -85,4 +86,19 @@ func TestCompactionKeepsProducerState(t *testing.T) {
 	if string(got["a"]) != "third-a" || string(got["b"]) != "plain-b" {
 		t.Fatalf("after the retry and the next batch: a=%q b=%q", got["a"], got["b"])
 	}
+}
+
+// TestCompactedTopicRequiresKeys: as Kafka's LogValidator, a batch with a record without a key is refused on a
+// compacted topic with INVALID_RECORD and nothing is appended; keyed batches and keyless ones on a delete
+// topic are accepted.
+func TestCompactedTopicRequiresKeys(t *testing.T) {
+	t.Parallel()
+	k := kawatest.NewBroker(t)
+	compactedTopic(k, "ck", nil)
+	k.CreateTopic("dk", 1, nil)
+	p := initProducer(t, k.Addr)
+	c := dial(t, k.Addr)
+	c.wantCode("ck", 0, p.batch(0, "no-key"), kerr.InvalidRecord)
+	c.mustProduce("ck", 0, p.keyedBatch(0, "v", "a"), 0)
+	c.mustProduce("dk", 0, p.batch(0, "no-key"), 0)
 }

@@ -159,6 +159,11 @@ func (b *Broker) appendPartition(ctx context.Context, r *kmsg.ProduceRequest, to
 	if h.Control() {
 		return nil, partition.AppendResult{}, fmt.Errorf("%w: clients may not produce control batches", kerr.InvalidRecord)
 	}
+	if tc.Compact() {
+		if err := requireKeys(records, topic, idx); err != nil {
+			return nil, partition.AppendResult{}, err
+		}
+	}
 	if h.Transactional() {
 		release, err := b.txnWrite(ctx, r.TransactionID, r.Version, h.ProducerID, h.ProducerEpoch, topic, idx)
 		if err != nil {
@@ -192,6 +197,21 @@ func singleV2Batch(records []byte) error {
 	if n := first.Size(); n > 0 && n < len(records) {
 		if h, err := batch.ParseHeader(records[n:]); err == nil && h.Magic == 2 {
 			return fmt.Errorf("%w: produce v3+ allows exactly one record batch per partition", kerr.InvalidRecord)
+		}
+	}
+	return nil
+}
+
+// requireKeys is Kafka's LogValidator rule for compacted topics: every record has a key (the cleaner keeps the
+// latest record per key), else INVALID_RECORD. records has passed batch.Validate.
+func requireKeys(records []byte, topic string, idx int32) error {
+	recs, err := batch.Records(records)
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if r.Key == nil {
+			return fmt.Errorf("%w: compacted topic cannot accept message without key in topic partition %s-%d", kerr.InvalidRecord, topic, idx)
 		}
 	}
 	return nil
