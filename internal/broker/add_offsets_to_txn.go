@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kawa-broker/kawa/internal/txn"
+	"github.com/kawa-broker/kawa/internal/wire"
 )
 
 // AddOffsetsToTxn (key 25), versions 0-4.
@@ -20,7 +21,7 @@ import (
 // Version notes: PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2
 // (KIP-588). v3 is flexible. v4 (KIP-890) only signals that the client
 // understands TRANSACTION_ABORTABLE.
-func (b *Broker) handleAddOffsetsToTxn(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleAddOffsetsToTxn(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.AddOffsetsToTxnRequest)
 	return func() (kmsg.Response, error) {
 		resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)

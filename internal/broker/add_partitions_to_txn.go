@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kawa-broker/kawa/internal/txn"
+	"github.com/kawa-broker/kawa/internal/wire"
 )
 
 // AddPartitionsToTxn (key 24), versions 0-5.
@@ -23,7 +24,7 @@ import (
 //
 // Version notes: PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2
 // (KIP-588). v3 is flexible.
-func (b *Broker) handleAddPartitionsToTxn(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleAddPartitionsToTxn(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.AddPartitionsToTxnRequest)
 	return func() (kmsg.Response, error) {
 		resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 
+	"github.com/kawa-broker/kawa/internal/wire"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -12,7 +13,7 @@ import (
 // configs (Kafka's non-incremental semantics), validated first
 // (INVALID_CONFIG); ValidateOnly checks without applying. Broker resources
 // are read-only here (INVALID_REQUEST).
-func (b *Broker) handleAlterConfigs(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleAlterConfigs(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.AlterConfigsRequest)
 	resp := r.ResponseKind().(*kmsg.AlterConfigsResponse)
 	for _, rr := range r.Resources {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/kawa-broker/kawa/internal/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -21,7 +22,7 @@ import (
 // INVALID_REPLICA_ASSIGNMENT, and cancelling (null replicas) is
 // NO_REASSIGNMENT_IN_PROGRESS. Unknown partitions are
 // UNKNOWN_TOPIC_OR_PARTITION.
-func (b *Broker) handleAlterPartitionAssignments(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleAlterPartitionAssignments(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.AlterPartitionAssignmentsRequest)
 	resp := r.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
 	resp.AllowReplicationFactorChange = r.AllowReplicationFactorChange

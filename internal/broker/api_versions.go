@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 
+	"github.com/kawa-broker/kawa/internal/wire"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -16,7 +17,7 @@ import (
 // (franz-go, Java 4.0+) use Produce v12, TxnOffsetCommit v5 and EndTxn v5
 // without AddPartitionsToTxn/AddOffsetsToTxn. Clients that ignore features
 // keep the transaction protocol of the versions they negotiate.
-func (b *Broker) handleApiVersions(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleApiVersions(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.ApiVersionsRequest)
 	resp := r.ResponseKind().(*kmsg.ApiVersionsResponse)
 	resp.ApiKeys = b.apiKeys

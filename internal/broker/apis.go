@@ -5,12 +5,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kawa-broker/kawa/internal/group"
 	"github.com/kawa-broker/kawa/internal/wire"
 )
 
@@ -25,7 +23,7 @@ type reply = func() (kmsg.Response, error)
 type api struct {
 	key      kmsg.Key
 	min, max int16
-	handle   func(b *Broker, ctx context.Context, req kmsg.Request) reply
+	handle   func(b *Broker, ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply
 }
 
 // apis is the handler table, sorted by key: the only place keys and versions
@@ -87,7 +85,7 @@ func now(resp kmsg.Response) reply { return func() (kmsg.Response, error) { retu
 
 // Handle dispatches one decoded request. A key or version outside the table
 // closes the connection (what Kafka does for non-ApiVersions requests).
-func (b *Broker) Handle(ctx context.Context, h wire.Header, req kmsg.Request) reply {
+func (b *Broker) Handle(ctx context.Context, info wire.RequestInfo, h wire.Header, req kmsg.Request) reply {
 	a, ok := lookup(h.Key)
 	if !ok || h.Version < a.min || h.Version > a.max {
 		if h.Key == kmsg.ApiVersions.Int16() {
@@ -98,16 +96,7 @@ func (b *Broker) Handle(ctx context.Context, h wire.Header, req kmsg.Request) re
 		}
 	}
 	b.metrics.Requests.WithLabelValues(kmsg.NameForKey(h.Key)).Inc()
-	clientID := ""
-	if h.ClientID != nil {
-		clientID = *h.ClientID
-	}
-	host := wire.ClientAddr(ctx)
-	if i := strings.LastIndexByte(host, ':'); i > 0 {
-		host = host[:i]
-	}
-	ctx = group.WithClient(ctx, clientID, "/"+host)
-	return a.handle(b, ctx, req)
+	return a.handle(b, ctx, info, req)
 }
 
 // Supports reports whether key is implemented at version.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/kawa-broker/kawa/internal/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -13,7 +14,7 @@ import (
 // Behaviour: raises a topic's partition count; a count not above the current
 // one is INVALID_PARTITIONS; a manual assignment must name only this node.
 // ValidateOnly checks without changing anything.
-func (b *Broker) handleCreatePartitions(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleCreatePartitions(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.CreatePartitionsRequest)
 	resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	for _, rt := range r.Topics {

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kawa-broker/kawa/internal/config"
+	"github.com/kawa-broker/kawa/internal/wire"
 )
 
 // CreateTopics (key 19), versions 2-7.
@@ -19,7 +20,7 @@ import (
 // (INVALID_CONFIG). ValidateOnly checks without creating. v5+ returns the
 // resulting configs, partition count and replication factor (KIP-525); v7+
 // the topic ID (KIP-516). Duplicate names in one request: INVALID_REQUEST.
-func (b *Broker) handleCreateTopics(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleCreateTopics(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.CreateTopicsRequest)
 	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
 	seen := map[string]int{}

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 
+	"github.com/kawa-broker/kawa/internal/wire"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -12,7 +13,7 @@ import (
 // (-1 = high watermark), persisted before the answer; whole segments below it
 // are deleted. An offset above the high watermark is OFFSET_OUT_OF_RANGE.
 // Producer state is kept (BL-03).
-func (b *Broker) handleDeleteRecords(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleDeleteRecords(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.DeleteRecordsRequest)
 	resp := r.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	for _, rt := range r.Topics {

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 
+	"github.com/kawa-broker/kawa/internal/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -15,7 +16,7 @@ import (
 // the partition directories, then every group's committed and staged offsets
 // of the topic (Kafka's onPartitionsDeleted), so a topic created again under
 // the name starts without committed offsets.
-func (b *Broker) handleDeleteTopics(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleDeleteTopics(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.DeleteTopicsRequest)
 	resp := r.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	names := r.TopicNames

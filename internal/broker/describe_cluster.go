@@ -3,12 +3,13 @@ package broker
 import (
 	"context"
 
+	"github.com/kawa-broker/kawa/internal/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // DescribeCluster (key 60), versions 0-1 (KIP-700).
-func (b *Broker) handleDescribeCluster(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleDescribeCluster(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.DescribeClusterRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeClusterResponse)
 	if r.Version >= 1 && r.EndpointType != 1 {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/kawa-broker/kawa/internal/config"
+	"github.com/kawa-broker/kawa/internal/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -16,7 +17,7 @@ import (
 // (internal/config) with its effective value and source (override or
 // default), synonyms when asked (v1+), type and documentation (v3+). Broker
 // resources list the broker-level settings Kawa has, read-only.
-func (b *Broker) handleDescribeConfigs(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleDescribeConfigs(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.DescribeConfigsRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	for _, rr := range r.Resources {

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 
+	"github.com/kawa-broker/kawa/internal/wire"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -14,7 +15,7 @@ import (
 // an operator can find a hanging transaction and abort it with
 // WriteTxnMarkers (`kawa txn abort`). Unknown partitions get
 // UNKNOWN_TOPIC_OR_PARTITION, offline ones KAFKA_STORAGE_ERROR.
-func (b *Broker) handleDescribeProducers(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleDescribeProducers(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.DescribeProducersRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeProducersResponse)
 	for _, t := range r.Topics {

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kawa-broker/kawa/internal/txn"
+	"github.com/kawa-broker/kawa/internal/wire"
 )
 
 // DescribeTransactions (key 65), version 0 (KIP-664).
@@ -17,7 +18,7 @@ import (
 // a transaction that added a group lists __consumer_offsets partition 0, as
 // Kafka lists the group's offsets partition. Unknown ids get
 // TRANSACTIONAL_ID_NOT_FOUND, an empty id INVALID_REQUEST.
-func (b *Broker) handleDescribeTransactions(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleDescribeTransactions(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.DescribeTransactionsRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeTransactionsResponse)
 	for _, id := range r.TransactionalIDs {

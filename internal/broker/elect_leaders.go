@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/kawa-broker/kawa/internal/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -17,7 +18,7 @@ import (
 // that need no election are then left out, so the answer is empty.
 // Preferred (0) and unclean (1) elections are answered alike; another
 // election type is INVALID_REQUEST (v1+ top-level error).
-func (b *Broker) handleElectLeaders(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleElectLeaders(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.ElectLeadersRequest)
 	resp := r.ResponseKind().(*kmsg.ElectLeadersResponse)
 	if r.Version >= 1 && r.ElectionType != 0 && r.ElectionType != 1 {

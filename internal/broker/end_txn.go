@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kawa-broker/kawa/internal/txn"
+	"github.com/kawa-broker/kawa/internal/wire"
 )
 
 // EndTxn (key 26), versions 0-5.
@@ -26,7 +27,7 @@ import (
 // ID and epoch to use next (a new producer ID with epoch 0 when the epoch is
 // exhausted); aborting with no transaction open is allowed. Older versions
 // keep the epoch and answer ID and epoch -1.
-func (b *Broker) handleEndTxn(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleEndTxn(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.EndTxnRequest)
 	return func() (kmsg.Response, error) {
 		resp := r.ResponseKind().(*kmsg.EndTxnResponse)

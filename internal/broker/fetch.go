@@ -3,7 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
-	"reflect"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -30,12 +30,14 @@ import (
 // UNSUPPORTED_COMPRESSION_TYPE for that partition (KIP-110).
 //
 // Version notes: v13+ (topic IDs in Fetch) not advertised yet.
-func (b *Broker) handleFetch(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleFetch(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.FetchRequest)
-	return func() (kmsg.Response, error) { return b.fetch(ctx, r), nil }
+	return func() (kmsg.Response, error) { return b.fetch(ctx, info.PollDone, r), nil }
 }
 
-func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response {
+// fetch answers r, long-polling until min_bytes, max_wait_ms, ctx's end or
+// pollDone's close.
+func (b *Broker) fetch(ctx context.Context, pollDone <-chan struct{}, r *kmsg.FetchRequest) kmsg.Response {
 	deadline := time.Now().Add(time.Duration(r.MaxWaitMillis) * time.Millisecond)
 	for {
 		// Take the wake channels before reading, so an append between the
@@ -46,7 +48,7 @@ func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 			return resp
 		}
 		b.parked.Add(1)
-		woken := waitAny(ctx, wakes, time.Until(deadline))
+		woken := waitAny(ctx, pollDone, wakes, time.Until(deadline))
 		b.parked.Add(-1)
 		if !woken {
 			resp, _, _ := b.fetchOnce(r)
@@ -73,25 +75,53 @@ func (b *Broker) fetchWakes(r *kmsg.FetchRequest) []<-chan struct{} {
 	return out
 }
 
-// waitAny blocks until one wake channel closes, d passes or ctx ends. It
-// returns false when the poll should end now (ctx done, the connection
-// stopped reading or the server is shutting down).
-func waitAny(ctx context.Context, wakes []<-chan struct{}, d time.Duration) bool {
+// waitAny blocks until one wake channel closes, d passes, ctx ends or
+// pollDone closes. It returns false when the poll should end now (ctx done,
+// the connection stopped reading or the server is shutting down).
+//
+// The wake channels are folded into one channel this call owns: one
+// goroutine per distinct wake channel, each ended by stop when waitAny
+// returns, so none outlives the wait.
+func waitAny(ctx context.Context, pollDone <-chan struct{}, wakes []<-chan struct{}, d time.Duration) bool {
 	if d <= 0 {
 		return true
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
-	cases := make([]reflect.SelectCase, 0, len(wakes)+2)
-	cases = append(cases,
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(t.C)},
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(wire.PollDone(ctx))})
+	woken := make(chan struct{}, 1)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(stop)
+	seen := make(map[<-chan struct{}]bool, len(wakes))
 	for _, w := range wakes {
-		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w)})
+		if seen[w] {
+			continue
+		}
+		seen[w] = true
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-w:
+				select {
+				case woken <- struct{}{}:
+				default:
+				}
+			case <-stop:
+			}
+		}()
 	}
-	chosen, _, _ := reflect.Select(cases)
-	return chosen != 1 && chosen != 2
+	select {
+	case <-t.C:
+		return true
+	case <-woken:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-pollDone:
+		return false
+	}
 }
 
 // fetchOnce reads every requested partition once. stop reports a partition

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 
+	"github.com/kawa-broker/kawa/internal/wire"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -11,7 +12,7 @@ import (
 // Behaviour: this node coordinates every group (key type 0) and every
 // transactional.id (key type 1). v4+ answers a batch of keys (KIP-699).
 // Other key types are INVALID_REQUEST.
-func (b *Broker) handleFindCoordinator(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleFindCoordinator(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.FindCoordinatorRequest)
 	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	answer := func(keyType int8) (node int32, host string, port int32, code int16) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/kawa-broker/kawa/internal/config"
+	"github.com/kawa-broker/kawa/internal/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -15,7 +16,7 @@ import (
 // (2) and SUBTRACT (3) apply only to LIST configs, and cleanup.policy
 // supports only "delete", so they are INVALID_CONFIG unless they leave it at
 // "delete". All changes of a resource apply together or not at all.
-func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := r.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	for _, rr := range r.Resources {

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 
+	"github.com/kawa-broker/kawa/internal/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -19,7 +20,7 @@ import (
 // INVALID_PRODUCER_ID_MAPPING.
 //
 // With a transactional.id the transaction coordinator answers (txn.go).
-func (b *Broker) handleInitProducerID(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleInitProducerID(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.InitProducerIDRequest)
 	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 
+	"github.com/kawa-broker/kawa/internal/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -14,7 +15,7 @@ import (
 // (KIP-734, v7+), -4 earliest local (KIP-405, v8+; equal to earliest, no
 // tiered storage), otherwise the first offset whose record timestamp is at
 // least the given one (offset -1 if none). Leader epoch is 0.
-func (b *Broker) handleListOffsets(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleListOffsets(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.ListOffsetsRequest)
 	resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
 	for _, rt := range r.Topics {

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kawa-broker/kawa/internal/txn"
+	"github.com/kawa-broker/kawa/internal/wire"
 )
 
 // ListTransactions (key 66), versions 0-2 (KIP-664).
@@ -17,7 +18,7 @@ import (
 // duration of the open transaction (KIP-994) and v2+ a transactional.id
 // regular expression (KIP-1152, RE2 syntax; an invalid one is
 // INVALID_REGULAR_EXPRESSION).
-func (b *Broker) handleListTransactions(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleListTransactions(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.ListTransactionsRequest)
 	resp := r.ResponseKind().(*kmsg.ListTransactionsResponse)
 	f := txn.Filter{ProducerIDs: r.ProducerIDFilters}

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kawa-broker/kawa/internal/meta"
+	"github.com/kawa-broker/kawa/internal/wire"
 )
 
 // Metadata (key 3), versions 0-12.
@@ -18,7 +19,7 @@ import (
 // (AllowAutoTopicCreation, v4+; always at v0-v3); otherwise they get
 // UNKNOWN_TOPIC_OR_PARTITION. Topics may be named by topic ID (v10+, KIP-516).
 // Authorized-operations fields (KIP-430) are left at "not requested".
-func (b *Broker) handleMetadata(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleMetadata(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.MetadataRequest)
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
 	host, port := b.advertised(ctx)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kawa-broker/kawa/internal/batch"
 	"github.com/kawa-broker/kawa/internal/partition"
+	"github.com/kawa-broker/kawa/internal/wire"
 )
 
 // Produce (key 0), versions 3-12.
@@ -36,7 +37,7 @@ import (
 // batches from clients are INVALID_RECORD. v8+ carries ErrorMessage.
 //
 // Version notes: v13 (topic IDs) is not advertised.
-func (b *Broker) handleProduce(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleProduce(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	return b.produce(ctx, req.(*kmsg.ProduceRequest))
 }
 

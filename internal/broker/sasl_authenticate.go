@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 
+	"github.com/kawa-broker/kawa/internal/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -13,7 +14,7 @@ import (
 // listener before authentication; one that reaches the broker is out of
 // place (no SASL on this listener, or already authenticated) and gets
 // ILLEGAL_SASL_STATE, as in Kafka's KafkaApis.
-func (b *Broker) handleSaslAuthenticate(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleSaslAuthenticate(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
 	resp.ErrorCode = kerr.IllegalSaslState.Code
 	msg := "SaslAuthenticate is only valid during a SASL exchange on a SASL listener"

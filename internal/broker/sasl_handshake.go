@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 
+	"github.com/kawa-broker/kawa/internal/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -19,7 +20,7 @@ import (
 // SaslServerAuthenticator does. One that reaches the broker (a PLAINTEXT or
 // SSL listener, or a second handshake after login: KIP-368 re-authentication
 // is not implemented) gets ILLEGAL_SASL_STATE, as in Kafka's KafkaApis.
-func (b *Broker) handleSaslHandshake(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleSaslHandshake(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
 	resp.ErrorCode = kerr.IllegalSaslState.Code
 	return now(resp)

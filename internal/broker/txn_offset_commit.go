@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kawa-broker/kawa/internal/txn"
+	"github.com/kawa-broker/kawa/internal/wire"
 )
 
 // TxnOffsetCommit (key 28), versions 0-5.
@@ -26,7 +27,7 @@ import (
 // Version notes: v5 is transaction version 2 (KIP-890 part 2): the broker
 // first adds the group to the transaction itself (as AddOffsetsToTxn would),
 // so clients skip AddOffsetsToTxn; v0-v4 require it. v6 (topic IDs) is not advertised.
-func (b *Broker) handleTxnOffsetCommit(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleTxnOffsetCommit(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.TxnOffsetCommitRequest)
 	return later(func() kmsg.Response {
 		pe := txn.ProducerIDEpoch{ProducerID: r.ProducerID, Epoch: r.ProducerEpoch}

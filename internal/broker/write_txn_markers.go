@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kawa-broker/kawa/internal/producer"
+	"github.com/kawa-broker/kawa/internal/wire"
 )
 
 // WriteTxnMarkers (key 27), versions 0-2.
@@ -26,7 +27,7 @@ import (
 //
 // Version notes: v1 is flexible; v2 carries the transaction version (KIP-890
 // part 2), which decides how strictly the marker epoch is checked.
-func (b *Broker) handleWriteTxnMarkers(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleWriteTxnMarkers(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.WriteTxnMarkersRequest)
 	return func() (kmsg.Response, error) {
 		resp := r.ResponseKind().(*kmsg.WriteTxnMarkersResponse)

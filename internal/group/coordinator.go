@@ -199,21 +199,10 @@ func (c *Coordinator) newGroupLocked(name string) *group {
 	return g
 }
 
-type clientKey struct{}
-
-type clientInfo struct{ id, host string }
-
-// WithClient returns a context carrying the request's client.id and client host (the connection's
-// remote address). The broker wraps the ctx it passes to JoinGroup with it: Kafka builds member IDs
-// from the client.id and DescribeGroups shows both.
-func WithClient(ctx context.Context, clientID, clientHost string) context.Context {
-	return context.WithValue(ctx, clientKey{}, clientInfo{id: clientID, host: clientHost})
-}
-
-func clientFrom(ctx context.Context) clientInfo {
-	ci, _ := ctx.Value(clientKey{}).(clientInfo)
-	return ci
-}
+// Client is who sent a JoinGroup: the request header's client.id and the client host (the
+// connection's remote address, "/ip" as Kafka shows it). The broker passes it with each JoinGroup:
+// Kafka builds member IDs from the client.id and DescribeGroups shows both.
+type Client struct{ ID, Host string }
 
 // newMemberID is Kafka's member ID shape: the client.id (or group.instance.id for static members),
 // a dash and a random UUID.

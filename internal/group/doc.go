@@ -13,8 +13,8 @@
 //	c := group.New(group.Config{TopicExists: catalog.Exists}, offsetsLog)
 //	if err := c.Load(recordsOf(offsetsLog)); err != nil { ... } // skipped records are reported
 //	...
-//	ctx = group.WithClient(ctx, hdr.ClientID, conn.RemoteAddr().String())
-//	resp := c.JoinGroup(ctx, req) // req decoded by kmsg at the negotiated version
+//	cl := group.Client{ID: clientID, Host: "/" + remoteIP}
+//	resp := c.JoinGroup(ctx, cl, req) // req decoded by kmsg at the negotiated version
 //	...
 //	c.Close()
 //

@@ -140,7 +140,7 @@ func (cl *client) joinRequest() *kmsg.JoinGroupRequest {
 
 // joinOnce sends one JoinGroup and records the member ID and generation it gets.
 func (cl *client) joinOnce(ctx context.Context) *kmsg.JoinGroupResponse {
-	resp := cl.c.JoinGroup(WithClient(ctx, cl.clientID, "127.0.0.1"), cl.joinRequest())
+	resp := cl.c.JoinGroup(ctx, Client{ID: cl.clientID, Host: "127.0.0.1"}, cl.joinRequest())
 	if resp.MemberID != "" {
 		cl.id = resp.MemberID
 	}

@@ -21,14 +21,15 @@ import (
 // Errors: INVALID_GROUP_ID (empty group), INVALID_SESSION_TIMEOUT, UNKNOWN_MEMBER_ID (unknown member ID
 // or group), FENCED_INSTANCE_ID, INCONSISTENT_GROUP_PROTOCOL (empty protocol type or list, or nothing
 // in common with the members), COORDINATOR_NOT_AVAILABLE (group being deleted, or ctx ended while
-// parked), COORDINATOR_LOAD_IN_PROGRESS.
+// parked), COORDINATOR_LOAD_IN_PROGRESS. cl names the sender: member IDs start with cl.ID (or the
+// group.instance.id) and DescribeGroups reports cl.ID and cl.Host.
 //
 // Version notes: v1 adds the rebalance timeout (v0 uses the session timeout), v4 MEMBER_ID_REQUIRED,
 // v5 group.instance.id, v7 protocol type in the response and a nullable protocol name, v9 SkipAssignment.
-func (c *Coordinator) JoinGroup(ctx context.Context, r *kmsg.JoinGroupRequest) *kmsg.JoinGroupResponse {
+func (c *Coordinator) JoinGroup(ctx context.Context, cl Client, r *kmsg.JoinGroupRequest) *kmsg.JoinGroupResponse {
 	resp := r.ResponseKind().(*kmsg.JoinGroupResponse)
 	c.mu.Lock()
-	res, wait := c.joinLocked(ctx, r)
+	res, wait := c.joinLocked(cl, r)
 	c.mu.Unlock()
 	if wait != nil {
 		select {
@@ -73,7 +74,7 @@ func joinFailed(code int16, memberID string) (joinResult, chan joinResult) {
 
 // joinLocked answers at once (nil channel) or parks the member and returns the channel its answer
 // will arrive on.
-func (c *Coordinator) joinLocked(ctx context.Context, r *kmsg.JoinGroupRequest) (joinResult, chan joinResult) {
+func (c *Coordinator) joinLocked(cl Client, r *kmsg.JoinGroupRequest) (joinResult, chan joinResult) {
 	if code := c.availableLocked(); code != 0 {
 		return joinFailed(code, r.MemberID)
 	}
@@ -100,9 +101,9 @@ func (c *Coordinator) joinLocked(ctx context.Context, r *kmsg.JoinGroupRequest) 
 	var res joinResult
 	var wait chan joinResult
 	if r.MemberID == "" {
-		res, wait = c.joinNewMemberLocked(ctx, g, r)
+		res, wait = c.joinNewMemberLocked(cl, g, r)
 	} else {
-		res, wait = c.joinExistingMemberLocked(ctx, g, r)
+		res, wait = c.joinExistingMemberLocked(cl, g, r)
 	}
 	if created && wait == nil && g.idle() {
 		delete(c.groups, g.name) // a failed first join leaves nothing behind
@@ -110,7 +111,7 @@ func (c *Coordinator) joinLocked(ctx context.Context, r *kmsg.JoinGroupRequest) 
 	return res, wait
 }
 
-func (c *Coordinator) joinNewMemberLocked(ctx context.Context, g *group, r *kmsg.JoinGroupRequest) (joinResult, chan joinResult) {
+func (c *Coordinator) joinNewMemberLocked(cl Client, g *group, r *kmsg.JoinGroupRequest) (joinResult, chan joinResult) {
 	if g.state == stateDead {
 		return joinFailed(kerr.CoordinatorNotAvailable.Code, "")
 	}
@@ -122,17 +123,17 @@ func (c *Coordinator) joinNewMemberLocked(ctx context.Context, g *group, r *kmsg
 		if old, ok := g.static[*r.InstanceID]; ok {
 			return c.replaceStaticLocked(g, r, old, id)
 		}
-		return c.addMemberLocked(ctx, g, r, id)
+		return c.addMemberLocked(cl, g, r, id)
 	}
-	id := newMemberID(clientFrom(ctx).id)
+	id := newMemberID(cl.ID)
 	if r.Version >= 4 {
 		c.schedulePendingLocked(g, id, ms(r.SessionTimeoutMillis))
 		return joinFailed(kerr.MemberIDRequired.Code, id)
 	}
-	return c.addMemberLocked(ctx, g, r, id)
+	return c.addMemberLocked(cl, g, r, id)
 }
 
-func (c *Coordinator) joinExistingMemberLocked(ctx context.Context, g *group, r *kmsg.JoinGroupRequest) (joinResult, chan joinResult) {
+func (c *Coordinator) joinExistingMemberLocked(cl Client, g *group, r *kmsg.JoinGroupRequest) (joinResult, chan joinResult) {
 	id := r.MemberID
 	if g.state == stateDead {
 		return joinFailed(kerr.CoordinatorNotAvailable.Code, id)
@@ -146,7 +147,7 @@ func (c *Coordinator) joinExistingMemberLocked(ctx context.Context, g *group, r 
 		}
 		stopTimer(&p.timer)
 		delete(g.pending, id)
-		return c.addMemberLocked(ctx, g, r, id)
+		return c.addMemberLocked(cl, g, r, id)
 	}
 	if code := g.validateMember(id, r.InstanceID); code != 0 {
 		return joinFailed(code, id)
@@ -177,9 +178,8 @@ func (c *Coordinator) joinExistingMemberLocked(ctx context.Context, g *group, r 
 }
 
 // newMember builds the member a JoinGroup describes.
-func newMember(ctx context.Context, r *kmsg.JoinGroupRequest, id string) *member {
-	ci := clientFrom(ctx)
-	m := &member{id: id, instanceID: r.InstanceID, clientID: ci.id, clientHost: ci.host,
+func newMember(cl Client, r *kmsg.JoinGroupRequest, id string) *member {
+	m := &member{id: id, instanceID: r.InstanceID, clientID: cl.ID, clientHost: cl.Host,
 		protocolType: r.ProtocolType, isNew: true}
 	setJoinFields(m, r)
 	return m
@@ -195,8 +195,8 @@ func setJoinFields(m *member, r *kmsg.JoinGroupRequest) {
 	}
 }
 
-func (c *Coordinator) addMemberLocked(ctx context.Context, g *group, r *kmsg.JoinGroupRequest, id string) (joinResult, chan joinResult) {
-	m := newMember(ctx, r, id)
+func (c *Coordinator) addMemberLocked(cl Client, g *group, r *kmsg.JoinGroupRequest, id string) (joinResult, chan joinResult) {
+	m := newMember(cl, r, id)
 	if g.state == statePreparingRebalance && g.prevState == stateEmpty {
 		g.newMemberAdded = true
 	}

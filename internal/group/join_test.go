@@ -167,7 +167,7 @@ func TestJoinBadInput(t *testing.T) {
 	} {
 		r := newClient(c, "bad", "cli").joinRequest()
 		tc.edit(r)
-		resp := c.JoinGroup(ctx, r)
+		resp := c.JoinGroup(ctx, Client{}, r)
 		wantCode(t, tc.name, resp.ErrorCode, tc.want)
 		if resp.Generation != -1 || resp.Protocol != nil || resp.ProtocolType != nil {
 			t.Fatalf("%s: generation %d protocol %v/%v on error", tc.name, resp.Generation, resp.Protocol, resp.ProtocolType)
@@ -191,7 +191,7 @@ func TestJoinIncompatibleProtocols(t *testing.T) {
 
 	r := newClient(c, "g", "c").joinRequest()
 	r.ProtocolType = "connect"
-	wantCode(t, "other protocol type", c.JoinGroup(ctx, r).ErrorCode, kerr.InconsistentGroupProtocol)
+	wantCode(t, "other protocol type", c.JoinGroup(ctx, Client{}, r).ErrorCode, kerr.InconsistentGroupProtocol)
 }
 
 func TestSelectProtocolVotes(t *testing.T) {

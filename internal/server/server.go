@@ -61,7 +61,9 @@ type Reply = func() (kmsg.Response, error)
 // Handler answers requests. Handle runs on the connection's reader goroutine
 // and must not block for long; blocking belongs in the returned Reply.
 type Handler interface {
-	Handle(ctx context.Context, h wire.Header, req kmsg.Request) Reply
+	// Handle's info carries the connection's address and long-poll end; ctx
+	// ends when the connection's writer exits.
+	Handle(ctx context.Context, info wire.RequestInfo, h wire.Header, req kmsg.Request) Reply
 	// Supports reports whether the handler implements key at version.
 	Supports(key, version int16) bool
 	// Unsupported answers an ApiVersions request whose version the broker
@@ -344,7 +346,7 @@ func (s *Server) admit(nc net.Conn, l *Listener) {
 		queue:  make(chan pending, s.cfg.MaxInFlight),
 		budget: semaphore.NewWeighted(s.cfg.MaxConnQueuedBytes),
 	}
-	ctx := wire.WithClientAddr(context.Background(), nc.RemoteAddr().String())
+	ctx := context.Background()
 	if l.AdvertisedHost != "" {
 		ctx = wire.WithAdvertised(ctx, l.AdvertisedHost, l.AdvertisedPort)
 	}
@@ -528,7 +530,8 @@ func (c *conn) readLoop() {
 	// already queued still complete.
 	pollDone := make(chan struct{})
 	defer close(pollDone)
-	ctx := wire.WithPollDone(c.ctx, pollDone)
+	info := wire.RequestInfo{ClientAddr: c.info.Remote.String(), PollDone: pollDone}
+	ctx := c.ctx
 	principal, ok := c.handshakeTLS()
 	if !ok {
 		return
@@ -575,7 +578,11 @@ func (c *conn) readLoop() {
 			}
 			continue
 		default:
-			reply = c.handle(ctx, h, req)
+			info.ClientID = ""
+			if h.ClientID != nil {
+				info.ClientID = *h.ClientID
+			}
+			reply = c.handle(ctx, info, h, req)
 			if reply == nil {
 				c.release(reserved)
 				return
@@ -695,14 +702,14 @@ func (c *conn) logReadEnd(err error) {
 
 // handle runs the synchronous part of a request, turning a panic into a
 // closed connection.
-func (c *conn) handle(ctx context.Context, h wire.Header, req kmsg.Request) (r Reply) {
+func (c *conn) handle(ctx context.Context, info wire.RequestInfo, h wire.Header, req kmsg.Request) (r Reply) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.panicked(h, p)
 			r = nil
 		}
 	}()
-	r = c.s.h.Handle(ctx, h, req)
+	r = c.s.h.Handle(ctx, info, h, req)
 	if r == nil {
 		r = func() (kmsg.Response, error) { return nil, nil }
 	}

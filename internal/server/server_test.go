@@ -24,7 +24,7 @@ func (testHandler) Supports(key, version int16) bool { return true }
 
 func (testHandler) Unsupported(h wire.Header) kmsg.Response { return kmsg.NewPtrApiVersionsResponse() }
 
-func (testHandler) Handle(ctx context.Context, h wire.Header, req kmsg.Request) Reply {
+func (testHandler) Handle(ctx context.Context, _ wire.RequestInfo, h wire.Header, req kmsg.Request) Reply {
 	if h.Key == 16 {
 		panic("boom")
 	}
