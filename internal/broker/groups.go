@@ -56,9 +56,10 @@ func (b *Broker) handleOffsetDelete(ctx context.Context, _ wire.RequestInfo, req
 	return later(func() kmsg.Response { return b.groups.OffsetDelete(ctx, req.(*kmsg.OffsetDeleteRequest)) })
 }
 
-func (b *Broker) handleConsumerGroupHeartbeat(ctx context.Context, req kmsg.Request) reply {
+func (b *Broker) handleConsumerGroupHeartbeat(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
+	cl := groupClient(info)
 	return later(func() kmsg.Response {
-		return b.groups.ConsumerGroupHeartbeat(ctx, req.(*kmsg.ConsumerGroupHeartbeatRequest))
+		return b.groups.ConsumerGroupHeartbeat(ctx, cl, req.(*kmsg.ConsumerGroupHeartbeatRequest))
 	})
 }
 

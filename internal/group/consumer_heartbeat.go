@@ -29,12 +29,13 @@ import (
 // FENCED_MEMBER_EPOCH (an epoch other than the member's current or previous one; rejoin with 0),
 // UNRELEASED_INSTANCE_ID (the instance ID is held by a live member), UNSUPPORTED_ASSIGNOR,
 // INVALID_REGULAR_EXPRESSION, GROUP_ID_NOT_FOUND (a non-empty classic group of that name),
-// COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE.
-func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, r *kmsg.ConsumerGroupHeartbeatRequest) *kmsg.ConsumerGroupHeartbeatResponse {
+// COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE. cl is the sender, recorded on a joining
+// member for DescribeGroups.
+func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, cl Client, r *kmsg.ConsumerGroupHeartbeatRequest) *kmsg.ConsumerGroupHeartbeatResponse {
 	resp := r.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	code, msg := c.consumerHeartbeatLocked(ctx, r, resp)
+	code, msg := c.consumerHeartbeatLocked(cl, r, resp)
 	if code != 0 {
 		resp.ErrorCode = code
 		if msg != "" {
@@ -45,7 +46,7 @@ func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, r *kmsg.Consum
 	return resp
 }
 
-func (c *Coordinator) consumerHeartbeatLocked(ctx context.Context, r *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) (int16, string) {
+func (c *Coordinator) consumerHeartbeatLocked(cl Client, r *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) (int16, string) {
 	if code := c.availableLocked(); code != 0 {
 		return code, ""
 	}
@@ -89,7 +90,7 @@ func (c *Coordinator) consumerHeartbeatLocked(ctx context.Context, r *kmsg.Consu
 	if r.MemberEpoch < 0 {
 		return c.consumerLeaveLocked(g, r, resp)
 	}
-	m, code := c.consumerMemberLocked(ctx, g, r)
+	m, code := c.consumerMemberLocked(cl, g, r)
 	if code != 0 {
 		return code, ""
 	}
@@ -128,7 +129,7 @@ func (c *Coordinator) consumerHeartbeatLocked(ctx context.Context, r *kmsg.Consu
 }
 
 // consumerMemberLocked finds or creates the member of a heartbeat and checks its epoch.
-func (c *Coordinator) consumerMemberLocked(ctx context.Context, g *group, r *kmsg.ConsumerGroupHeartbeatRequest) (*consumerMember, int16) {
+func (c *Coordinator) consumerMemberLocked(cl Client, g *group, r *kmsg.ConsumerGroupHeartbeatRequest) (*consumerMember, int16) {
 	cg := g.cg
 	m := cg.members[r.MemberID]
 	if r.MemberEpoch > 0 {
@@ -153,9 +154,8 @@ func (c *Coordinator) consumerMemberLocked(ctx context.Context, g *group, r *kms
 	if id == "" {
 		id = newMemberID("")[1:]
 	}
-	ci := clientFrom(ctx)
 	m = &consumerMember{
-		id: id, instanceID: r.InstanceID, rackID: r.RackID, clientID: ci.id, host: ci.host,
+		id: id, instanceID: r.InstanceID, rackID: r.RackID, clientID: cl.ID, host: cl.Host,
 		rebalanceTimeout: c.cfg.ConsumerSessionTimeout,
 		assigned:         map[topicPartition]int32{}, revoking: map[topicPartition]bool{},
 	}

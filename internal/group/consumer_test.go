@@ -102,7 +102,7 @@ func (e *cgEnv) hb(id string, epoch int32, owned []int32, instance *string) *kms
 	if owned != nil {
 		r.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{{TopicID: topicT, Partitions: owned}}
 	}
-	return e.c.ConsumerGroupHeartbeat(context.Background(), r)
+	return e.c.ConsumerGroupHeartbeat(context.Background(), Client{}, r)
 }
 
 // parts is the assignment a response carries (nil: none carried).
@@ -192,25 +192,25 @@ func TestConsumerGroupHeartbeatErrors(t *testing.T) {
 	bad := "("
 	r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 	r.Group, r.MemberID, r.SubscribedTopicRegex = "g", "m", &bad
-	if resp := e.c.ConsumerGroupHeartbeat(context.Background(), r); resp.ErrorCode != kerr.InvalidRegularExpression.Code {
+	if resp := e.c.ConsumerGroupHeartbeat(context.Background(), Client{}, r); resp.ErrorCode != kerr.InvalidRegularExpression.Code {
 		t.Errorf("bad regex: %s", kerr.ErrorForCode(resp.ErrorCode))
 	}
 	asg := "cooperative-sticky"
 	r = kmsg.NewPtrConsumerGroupHeartbeatRequest()
 	r.Group, r.MemberID, r.SubscribedTopicNames, r.ServerAssignor = "g", "m", []string{"t"}, &asg
-	if resp := e.c.ConsumerGroupHeartbeat(context.Background(), r); resp.ErrorCode != kerr.UnsupportedAssignor.Code {
+	if resp := e.c.ConsumerGroupHeartbeat(context.Background(), Client{}, r); resp.ErrorCode != kerr.UnsupportedAssignor.Code {
 		t.Errorf("unknown assignor: %s", kerr.ErrorForCode(resp.ErrorCode))
 	}
 	r = kmsg.NewPtrConsumerGroupHeartbeatRequest()
 	r.Group, r.MemberID = "g", "m"
-	if resp := e.c.ConsumerGroupHeartbeat(context.Background(), r); resp.ErrorCode != kerr.InvalidRequest.Code {
+	if resp := e.c.ConsumerGroupHeartbeat(context.Background(), Client{}, r); resp.ErrorCode != kerr.InvalidRequest.Code {
 		t.Errorf("join without a subscription: %s", kerr.ErrorForCode(resp.ErrorCode))
 	}
 	// A regex subscription matches whole names.
 	rx := "t|u"
 	r = kmsg.NewPtrConsumerGroupHeartbeatRequest()
 	r.Group, r.MemberID, r.SubscribedTopicRegex = "g", "m", &rx
-	if resp := e.c.ConsumerGroupHeartbeat(context.Background(), r); resp.ErrorCode != 0 || len(parts(resp)) != 4 {
+	if resp := e.c.ConsumerGroupHeartbeat(context.Background(), Client{}, r); resp.ErrorCode != 0 || len(parts(resp)) != 4 {
 		t.Errorf("regex join: %s %v", kerr.ErrorForCode(resp.ErrorCode), parts(resp))
 	}
 }
