@@ -47,6 +47,7 @@ func (b *Broker) fetch(ctx context.Context, pollDone <-chan struct{}, r *kmsg.Fe
 		if stop || n >= int(r.MinBytes) || !time.Now().Before(deadline) || ctx.Err() != nil {
 			return resp
 		}
+		resp.ResponseEncoded() // not sent: a later read answers
 		b.parked.Add(1)
 		woken := waitAny(ctx, pollDone, wakes, time.Until(deadline))
 		b.parked.Add(-1)
@@ -55,6 +56,31 @@ func (b *Broker) fetch(ctx context.Context, pollDone <-chan struct{}, r *kmsg.Fe
 			return resp
 		}
 	}
+}
+
+// fetchResponse is a Fetch response whose record batches sit in pooled
+// buffers (wire.GetBuffer): a catch-up read would otherwise allocate and
+// zero a fresh buffer per partition per fetch (W7 profile: memclr 8.5 %,
+// GC ~15 % of broker CPU). The server calls ResponseEncoded once the frame
+// holds a copy (server.Encoded); one never sent leaves its buffers to the GC.
+type fetchResponse struct {
+	*kmsg.FetchResponse
+	bufs [][]byte
+}
+
+func (r *fetchResponse) alloc(n int) []byte {
+	b := wire.GetBuffer(n)
+	r.bufs = append(r.bufs, b)
+	return b
+}
+
+// ResponseEncoded gives the record buffers back; r's RecordBatches must not
+// be read afterwards.
+func (r *fetchResponse) ResponseEncoded() {
+	for _, b := range r.bufs {
+		wire.PutBuffer(b)
+	}
+	r.bufs = nil
 }
 
 // FetchesWaiting is the number of fetches parked in a long poll right now
@@ -126,8 +152,8 @@ func waitAny(ctx context.Context, pollDone <-chan struct{}, wakes []<-chan struc
 
 // fetchOnce reads every requested partition once. stop reports a partition
 // error, which ends long-polling (Kafka answers errors at once).
-func (b *Broker) fetchOnce(r *kmsg.FetchRequest) (resp *kmsg.FetchResponse, total int, stop bool) {
-	resp = r.ResponseKind().(*kmsg.FetchResponse)
+func (b *Broker) fetchOnce(r *kmsg.FetchRequest) (resp *fetchResponse, total int, stop bool) {
+	resp = &fetchResponse{FetchResponse: r.ResponseKind().(*kmsg.FetchResponse)}
 	maxBytes := int(r.MaxBytes)
 	if r.Version < 3 || maxBytes <= 0 {
 		maxBytes = 1<<31 - 1
@@ -146,7 +172,7 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest) (resp *kmsg.FetchResponse, tota
 			if rem := maxBytes - total; rem < limit {
 				limit = rem
 			}
-			n, err := b.fetchPartition(rt.Topic, rp, r.Version, r.IsolationLevel, limit, total == 0, &sp)
+			n, err := b.fetchPartition(rt.Topic, rp, r.Version, r.IsolationLevel, limit, total == 0, resp.alloc, &sp)
 			if err != nil {
 				sp.ErrorCode = errCode(err)
 				stop = true
@@ -163,7 +189,7 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest) (resp *kmsg.FetchResponse, tota
 // fetchPartition fills sp for one partition and returns the bytes added.
 // first reports that nothing has been added to the response yet, so one
 // whole batch may exceed limit (KIP-74).
-func (b *Broker) fetchPartition(topic string, rp kmsg.FetchRequestTopicPartition, version int16, isolation int8, limit int, first bool, sp *kmsg.FetchResponseTopicPartition) (int, error) {
+func (b *Broker) fetchPartition(topic string, rp kmsg.FetchRequestTopicPartition, version int16, isolation int8, limit int, first bool, alloc func(int) []byte, sp *kmsg.FetchResponseTopicPartition) (int, error) {
 	p, err := b.lookup(topic, rp.Partition)
 	if err != nil {
 		return 0, err
@@ -178,7 +204,7 @@ func (b *Broker) fetchPartition(topic string, rp kmsg.FetchRequestTopicPartition
 	if limit <= 0 {
 		limit = 1
 	}
-	res, err := p.Read(rp.FetchOffset, limit, isolation)
+	res, err := p.ReadWith(alloc, rp.FetchOffset, limit, isolation)
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = res.HighWatermark, res.LastStableOffset, res.LogStart
 	if err != nil {
 		if errors.Is(err, partition.ErrOffsetOutOfRange) {

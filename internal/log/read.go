@@ -125,9 +125,22 @@ func (r *ReadResult) addBatch(f vfs.File, pos int64, h batch.Header) {
 	r.NextOffset = h.LastOffset() + 1
 }
 
-// ReadBytes copies the chunks of r into one buffer.
+// ReadBytes copies the chunks of r into one new buffer.
 func (l *Log) ReadBytes(r ReadResult) ([]byte, error) {
 	buf := make([]byte, r.Size())
+	if err := l.ReadInto(buf, r); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// ReadInto copies the chunks of r into buf, which must be exactly r.Size() bytes long; its prior contents do not
+// matter (a fetch passes a reused, unzeroed buffer). A short read is io.ErrUnexpectedEOF, wrapped with the file
+// and position.
+func (l *Log) ReadInto(buf []byte, r ReadResult) error {
+	if int64(len(buf)) != r.Size() {
+		return fmt.Errorf("log: read buffer of %d bytes for %d bytes of chunks", len(buf), r.Size())
+	}
 	var at int64
 	for _, c := range r.Chunks {
 		n, err := c.File.ReadAt(buf[at:at+c.Size], c.Pos)
@@ -135,11 +148,11 @@ func (l *Log) ReadBytes(r ReadResult) ([]byte, error) {
 			if err == nil || errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
-			return nil, fmt.Errorf("log: read %s at %d: %w", c.File.Name(), c.Pos, err)
+			return fmt.Errorf("log: read %s at %d: %w", c.File.Name(), c.Pos, err)
 		}
 		at += c.Size
 	}
-	return buf, nil
+	return nil
 }
 
 // scanner reads batch headers from a .log file through a small buffer, so walking many small batches costs few

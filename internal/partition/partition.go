@@ -291,6 +291,15 @@ var ErrOffsetOutOfRange = kerr.OffsetOutOfRange
 // returned whole even if larger, KIP-74), bounded by the HW (read_uncommitted)
 // or the LSO (read_committed).
 func (p *Partition) Read(offset int64, maxBytes int, isolation int8) (ReadResult, error) {
+	return p.ReadWith(nil, offset, maxBytes, isolation)
+}
+
+// ReadWith is Read with the buffer for Records taken from alloc(n), which
+// must return a slice of length n whose contents may be anything (a reused
+// buffer: every byte is overwritten). A nil alloc allocates. The fetch path
+// passes pooled buffers and recycles them once the response is encoded; on
+// an error the buffer is dropped.
+func (p *Partition) ReadWith(alloc func(n int) []byte, offset int64, maxBytes int, isolation int8) (ReadResult, error) {
 	if err := p.log.Err(); err != nil {
 		return ReadResult{HighWatermark: -1, LastStableOffset: -1, LogStart: -1}, p.offline(err)
 	}
@@ -317,8 +326,13 @@ func (p *Partition) Read(offset int64, maxBytes int, isolation int8) (ReadResult
 	if len(r.Chunks) == 0 {
 		return res, nil
 	}
-	bs, err := p.log.ReadBytes(r)
-	if err != nil {
+	var bs []byte
+	if alloc == nil {
+		bs = make([]byte, r.Size())
+	} else {
+		bs = alloc(int(r.Size()))
+	}
+	if err := p.log.ReadInto(bs, r); err != nil {
 		return res, storageError(err)
 	}
 	// Verify lengths and CRCs on the way out too (BL-25): bit rot after
