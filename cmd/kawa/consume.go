@@ -66,7 +66,7 @@ func consumeFlags() (*cli.FlagSet, *consumeOpts) {
 	fs.StringVar(&o.topic, "topic", "", "topic to consume (required)")
 	fs.BoolVar(&o.fromBeginning, "from-beginning", false, "start at the log start offset instead of the end")
 	fs.Int64Var(&o.offset, "offset", -1, "start at this offset (needs --partition)")
-	fs.IntVar(&o.partition, "partition", -1, "consume only this partition (default all)")
+	fs.IntVar(&o.partition, "partition", -1, "consume only this partition (-1: all)")
 	fs.IntVar(&o.maxMessages, "max-messages", 0, "exit after this many records (0: no limit)")
 	fs.StringVar(&o.group, "group", "", "consume as a member of this consumer group, committing printed offsets")
 	fs.StringVar(&o.isolation, "isolation", "read_uncommitted", "read_committed or read_uncommitted (KIP-98)")
