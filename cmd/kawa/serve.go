@@ -23,7 +23,6 @@ import (
 
 	"github.com/kawa-broker/kawa/cmd/internal/cli"
 	"github.com/kawa-broker/kawa/internal/broker"
-	"github.com/kawa-broker/kawa/internal/auth"
 	"github.com/kawa-broker/kawa/internal/config"
 	"github.com/kawa-broker/kawa/internal/server"
 	"github.com/kawa-broker/kawa/internal/vfs"
@@ -148,13 +147,7 @@ func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.
 		closeLns()
 		return err
 	}
-	store, err := auth.OpenStore(vfs.OS, cfg.DataDir)
-	if err != nil {
-		closeLns()
-		b.Close()
-		return err
-	}
-	listeners, err := securedListeners(cfg, specs, store)
+	listeners, err := securedListeners(cfg, specs, b.Credentials())
 	if err != nil {
 		closeLns()
 		b.Close()

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -190,6 +191,49 @@ func (s *Store) SetPassword(user, mech, password string, iterations int) error {
 		return err
 	}
 	return s.Set(user, mech, c)
+}
+
+// Change is one alteration for Apply: a deletion of User's credential for
+// Mechanism, or (Delete false) setting it to Credential.
+type Change struct {
+	User, Mechanism string
+	Delete          bool
+	Credential      Credential
+}
+
+// Apply makes changes all at once, with one durable write: either all of
+// them hold afterwards or (on an error) none. A deletion of a missing
+// credential is ErrNoCredential; check with Lookup first to report it per user.
+func (s *Store) Apply(changes []Change) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev := make(map[string]map[string]Credential, len(s.users))
+	for u, ms := range s.users {
+		prev[u] = maps.Clone(ms)
+	}
+	for _, c := range changes {
+		if _, _, err := hashFor(c.Mechanism); err != nil {
+			s.users = prev
+			return err
+		}
+		if c.Delete {
+			if _, ok := s.users[c.User][c.Mechanism]; !ok {
+				s.users = prev
+				return ErrNoCredential
+			}
+			s.dropLocked(c.User, c.Mechanism)
+			continue
+		}
+		if s.users[c.User] == nil {
+			s.users[c.User] = map[string]Credential{}
+		}
+		s.users[c.User][c.Mechanism] = c.Credential
+	}
+	if err := s.persistLocked(); err != nil {
+		s.users = prev
+		return err
+	}
+	return nil
 }
 
 // Delete removes the credential of user for mech (ErrNoCredential if none).

@@ -64,6 +64,8 @@ var apis = [...]api{
 	{kmsg.AlterPartitionAssignments, 0, 1, (*Broker).handleAlterPartitionAssignments},
 	{kmsg.ListPartitionReassignments, 0, 0, (*Broker).handleListPartitionReassignments},
 	{kmsg.OffsetDelete, 0, 0, (*Broker).handleOffsetDelete},
+	{kmsg.DescribeUserSCRAMCredentials, 0, 0, (*Broker).handleDescribeUserScramCredentials},
+	{kmsg.AlterUserSCRAMCredentials, 0, 0, (*Broker).handleAlterUserScramCredentials},
 	{kmsg.DescribeCluster, 0, 1, (*Broker).handleDescribeCluster},
 	{kmsg.DescribeProducers, 0, 0, (*Broker).handleDescribeProducers},
 	{kmsg.DescribeTransactions, 0, 0, (*Broker).handleDescribeTransactions},

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kawa-broker/kawa/internal/auth"
 	"github.com/kawa-broker/kawa/internal/cleaner"
 	"github.com/kawa-broker/kawa/internal/config"
 	"github.com/kawa-broker/kawa/internal/group"
@@ -40,6 +41,7 @@ type Broker struct {
 	clusterID string
 
 	catalog *meta.Catalog
+	creds   *auth.Store // SCRAM credentials (KIP-554), in the data dir
 	pids    *producer.Allocator
 	metrics *Metrics
 	parked  atomic.Int64   // fetches waiting in a long poll (Kafka's Fetch purgatory size)
@@ -82,9 +84,13 @@ func Open(fsys vfs.FS, cfg config.Broker, host string, port int32, lg *slog.Logg
 	if err != nil {
 		return nil, err
 	}
+	creds, err := auth.OpenStore(fsys, cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
 	b := &Broker{
 		cfg: cfg, fs: fsys, lg: lg, host: host, port: port,
-		catalog: cat, pids: pids, metrics: m,
+		catalog: cat, pids: pids, metrics: m, creds: creds,
 		files:   log.NewFileCache(cfg.MaxOpenLogFiles),
 		apiKeys: apiKeys(),
 		parts:   map[string][]*partition.Partition{},
@@ -330,3 +336,7 @@ func (b *Broker) advertised(ctx context.Context) (string, int32) {
 	}
 	return b.host, b.port
 }
+
+// Credentials returns the broker's SCRAM credential store (in the data dir,
+// changed by AlterUserScramCredentials), which SASL listeners log in against.
+func (b *Broker) Credentials() *auth.Store { return b.creds }

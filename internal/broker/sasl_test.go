@@ -22,35 +22,26 @@ import (
 // setUser gives user the password pass for each SCRAM mechanism.
 
 type secured struct {
-	b     *kawatest.Broker
-	ca    *kawatest.CA
-	store *auth.Store
+	b  *kawatest.Broker
+	ca *kawatest.CA
 }
 
 // startSecure starts a broker whose one listener is protocol, with users
 // alice/alice-secret (both SCRAM mechanisms) and all three mechanisms on.
 func startSecure(t *testing.T, protocol string, clientAuth tls.ClientAuthType) secured {
 	t.Helper()
-	store := auth.NewMemStore()
-	if err := store.SetPassword("alice", auth.ScramSHA256, "alice-secret", auth.MinIterations); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.SetPassword("alice", auth.ScramSHA512, "alice-secret", auth.MinIterations); err != nil {
-		t.Fatal(err)
-	}
-	sasl, err := auth.NewSASL(store, []string{auth.Plain, auth.ScramSHA256, auth.ScramSHA512})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ca := kawatest.NewCA(t, "kawa test CA")
 	l := server.Listener{Protocol: protocol}
 	if protocol == server.SSL || protocol == server.SASLSSL {
 		l.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue("localhost", "")}, ClientCAs: ca.Pool(), ClientAuth: clientAuth}
 	}
-	if protocol == server.SASLPlaintext || protocol == server.SASLSSL {
-		l.SASL = sasl
+	b := kawatest.NewSecureBroker(t, l)
+	for _, m := range []string{auth.ScramSHA256, auth.ScramSHA512} {
+		if err := b.B.Credentials().SetPassword("alice", m, "alice-secret", auth.MinIterations); err != nil {
+			t.Fatal(err)
+		}
 	}
-	return secured{b: kawatest.NewSecureBroker(t, l), ca: ca, store: store}
+	return secured{b: b, ca: ca}
 }
 
 func (s secured) tlsOpt() kgo.Opt {
@@ -112,13 +103,19 @@ func TestSASLClients(t *testing.T) {
 	}
 }
 
-// loginErr sends one Metadata request on a new client and returns its error.
+// loginErr sends one Metadata request on a new client with only opts and
+// returns its error.
 func loginErr(t *testing.T, b *kawatest.Broker, opts ...kgo.Opt) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cl := b.Client(append([]kgo.Opt{kgo.RequestRetries(0)}, opts...)...)
-	_, err := cl.Request(ctx, kmsg.NewPtrMetadataRequest())
+	// Not b.Client: its ClientOpts may carry another user's SASL.
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.Addr), kgo.RequestRetries(0)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	_, err = cl.Request(ctx, kmsg.NewPtrMetadataRequest())
 	return err
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kawa-broker/kawa/internal/auth"
 	"github.com/kawa-broker/kawa/internal/broker"
 	"github.com/kawa-broker/kawa/internal/config"
 	"github.com/kawa-broker/kawa/internal/server"
@@ -83,7 +84,9 @@ func StartOn(t testing.TB, fsys vfs.FS, cfg config.Broker) *Broker {
 
 // NewSecureBroker starts a broker in t.TempDir() whose one listener is l
 // (SSL, SASL_PLAINTEXT or SASL_SSL); Client then needs the matching kgo
-// options (kgo.DialTLSConfig, kgo.SASL).
+// options (kgo.DialTLSConfig, kgo.SASL). A SASL listener without l.SASL
+// gets PLAIN and both SCRAM mechanisms over the broker's credential store
+// (B.Credentials()).
 func NewSecureBroker(t testing.TB, l server.Listener, opts ...Option) *Broker {
 	t.Helper()
 	cfg := config.Broker{Listen: "127.0.0.1:0", DataDir: t.TempDir(), AutoCreateTopics: true}
@@ -110,6 +113,12 @@ func startOn(t testing.TB, fsys vfs.FS, cfg config.Broker, l server.Listener) *B
 	if err != nil {
 		ln.Close()
 		t.Fatalf("kawatest: open broker: %v", err)
+	}
+	if (l.Protocol == server.SASLPlaintext || l.Protocol == server.SASLSSL) && l.SASL == nil {
+		// Every mechanism, over the broker's own credential store.
+		if l.SASL, err = auth.NewSASL(b.Credentials(), []string{auth.Plain, auth.ScramSHA256, auth.ScramSHA512}); err != nil {
+			t.Fatalf("kawatest: %v", err)
+		}
 	}
 	srv := server.New(server.ConfigFrom(cfg, lg), b)
 	kb := &Broker{t: t, Addr: ln.Addr().String(), FS: fsys, Dir: cfg.DataDir, Config: cfg, B: b, srv: srv, listener: l, done: make(chan error, 1)}
