@@ -71,6 +71,7 @@ var apis = [...]api{
 	{kmsg.DescribeTransactions, 0, 0, (*Broker).handleDescribeTransactions},
 	{kmsg.ListTransactions, 0, 2, (*Broker).handleListTransactions},
 	{kmsg.ConsumerGroupHeartbeat, 0, 1, (*Broker).handleConsumerGroupHeartbeat},
+	{kmsg.ConsumerGroupDescribe, 0, 1, (*Broker).handleConsumerGroupDescribe},
 }
 
 // lookup returns the table entry for key, if Kawa implements it.

@@ -63,6 +63,12 @@ func (b *Broker) handleConsumerGroupHeartbeat(ctx context.Context, info wire.Req
 	})
 }
 
+func (b *Broker) handleConsumerGroupDescribe(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+	return later(func() kmsg.Response {
+		return b.groups.ConsumerGroupDescribe(ctx, req.(*kmsg.ConsumerGroupDescribeRequest))
+	})
+}
+
 // later runs fn on the connection's writer goroutine, after the replies of
 // earlier requests, so group operations keep the connection's order.
 func later(fn func() kmsg.Response) reply {

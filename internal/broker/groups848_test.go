@@ -2,10 +2,14 @@ package broker_test
 
 import (
 	"context"
+	"errors"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kawa-broker/kawa/internal/config"
@@ -72,6 +76,38 @@ func TestConsumerGroupJoinsAndLeaves(t *testing.T) {
 	if g := ls["classic"]; g.GroupType != "classic" || g.ProtocolType != "consumer" || g.State != "Stable" {
 		t.Errorf("ListGroups classic: %+v", g)
 	}
+	var d kadm.DescribedConsumerGroup
+	wait.Until(t, 20*time.Second, "ConsumerGroupDescribe to show a Stable group", func() bool {
+		ds, err := adm.DescribeConsumerGroups(ctx, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d = ds[group]
+		return d.Err == nil && d.State == "Stable"
+	})
+	owners := map[int32]string{}
+	for _, m := range d.Members {
+		if m.MemberEpoch != d.Epoch || m.MemberType != 1 || !slices.Equal(m.SubscribedTopics, []string{topic}) {
+			t.Errorf("member %s: epoch %d (group %d), type %d, subscribed %v", m.MemberID, m.MemberEpoch, d.Epoch, m.MemberType, m.SubscribedTopics)
+		}
+		if !maps.EqualFunc(m.Assignment, m.TargetAssignment, maps.Equal) {
+			t.Errorf("member %s: current %v, target %v in a Stable group", m.MemberID, m.Assignment, m.TargetAssignment)
+		}
+		for _, p := range m.Assignment.Sorted() {
+			for _, part := range p.Partitions {
+				if o, ok := owners[part]; ok {
+					t.Errorf("partition %d assigned to %s and %s", part, o, m.MemberID)
+				}
+				owners[part] = m.MemberID
+			}
+		}
+	}
+	if len(d.Members) != 3 || len(owners) != killTopicPartitions || d.AssignmentEpoch != d.Epoch || d.AssignorName != "uniform" {
+		t.Errorf("described %d members owning %d partitions, epochs %d/%d, assignor %q", len(d.Members), len(owners), d.Epoch, d.AssignmentEpoch, d.AssignorName)
+	}
+	if ds, err := adm.DescribeConsumerGroups(ctx, "classic"); err != nil || !errors.Is(ds["classic"].Err, kerr.GroupIDNotFound) {
+		t.Errorf("ConsumerGroupDescribe of a classic group: %v %v", err, ds["classic"].Err)
+	}
 	for i := range 2 {
 		ms[i].stop()
 		ms[i].cl.Close() // leaves (epoch -1)
@@ -90,5 +126,33 @@ func TestConsumerGroupJoinsAndLeaves(t *testing.T) {
 	}
 	if led.commitErrs > 0 {
 		t.Errorf("%d commits failed", led.commitErrs)
+	}
+}
+
+// A member subscribed by regex (resolved by the broker, KIP-848 v1) gets a
+// matching topic created after it joined, and never a topic that does not
+// match.
+func TestConsumerGroupRegexPicksUpNewTopic(t *testing.T) {
+	t.Parallel()
+	k := kawatest.NewBroker(t, consumerProtocol)
+	k.CreateTopic("rx-a", 2, nil)
+	k.CreateTopic("other", 1, nil)
+	cl := k.Client(kgo.ConsumerGroup("rx"), kgo.ConsumeRegex(), kgo.ConsumeTopics("^rx-"), kgo.ServerSideBalancer(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond), kgo.MetadataMinAge(100*time.Millisecond))
+	for _, topic := range []string{"rx-a", "other"} {
+		produceValues(t, k, topic, 0, 3)
+	}
+	got := map[string]int{}
+	poll := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got[r.Topic]++ })
+	}
+	wait.Until(t, 20*time.Second, "rx-a consumed", func() bool { poll(); return got["rx-a"] == 3 })
+	k.CreateTopic("rx-b", 1, nil)
+	produceValues(t, k, "rx-b", 0, 4)
+	wait.Until(t, 20*time.Second, "rx-b, created later, consumed", func() bool { poll(); return got["rx-b"] == 4 })
+	if got["other"] != 0 || got["rx-a"] != 3 {
+		t.Fatalf("consumed %v", got)
 	}
 }
