@@ -15,8 +15,8 @@ func checkRecord(body []byte) (offsetDelta int32, err error) {
 	r.skip(1, "attributes")
 	r.varlong("timestamp delta")
 	offsetDelta = r.varint("offset delta")
-	r.nullableBytes("key")
-	r.nullableBytes("value")
+	r.nullableBytes("key", "key length")
+	r.nullableBytes("value", "value length")
 	headers := r.varint("header count")
 	if headers < 0 && r.err == nil {
 		r.err = fmt.Errorf("negative header count %d", headers)
@@ -28,7 +28,7 @@ func checkRecord(body []byte) (offsetDelta int32, err error) {
 			r.err = fmt.Errorf("header %d: negative key length %d", j, keyLen)
 		}
 		r.skip(int(keyLen), "header key")
-		r.nullableBytes("header value")
+		r.nullableBytes("header value", "header value length")
 	}
 	if r.err != nil {
 		return 0, r.err
@@ -90,9 +90,12 @@ func (r *reader) varlong(field string) int64 {
 	return v
 }
 
-// nullableBytes skips a varint-length byte string; -1 is null.
-func (r *reader) nullableBytes(field string) {
-	l := r.varint(field + " length")
+// nullableBytes skips a varint-length byte string; -1 is null. lengthField
+// names its length varint; it is a separate constant rather than field +
+// " length" because that concatenation escaped to the heap on every record
+// (6 % of broker CPU under W2, issue 10).
+func (r *reader) nullableBytes(field, lengthField string) {
+	l := r.varint(lengthField)
 	if l < -1 && r.err == nil {
 		r.err = fmt.Errorf("%s length %d", field, l)
 	}

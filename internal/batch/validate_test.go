@@ -171,3 +171,17 @@ func TestDecompressionBomb(t *testing.T) {
 		wantKerr(t, err, kerr.CorruptMessage)
 	}
 }
+
+// Validate's doc promises it allocates only to decompress: an uncompressed
+// batch (keys, values, headers) is checked with no allocation at all. A field
+// name built per record (field + " length") used to cost two allocations per
+// record on the produce path.
+func TestValidateUncompressedDoesNotAllocate(t *testing.T) {
+	b := Encode(testHeader(), testRecords(50))
+	if _, err := Validate(b); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = Validate(b) }); n != 0 {
+		t.Fatalf("Validate of a 50-record uncompressed batch: %v allocations, want 0", n)
+	}
+}
