@@ -4,6 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,14 +25,14 @@ import (
 // securedKawa writes a CA and a server keystore (PEM, key and chain in one
 // file, never committed) to dir and starts `kawa serve` on data with one
 // SASL_SSL listener.
-func securedKawa(t *testing.T, ca *kawatest.CA, dir, data string) *kawaProc {
+func securedKawa(t *testing.T, ca *kawatest.CA, dir, data string, extra ...string) *kawaProc {
 	t.Helper()
 	chain, key := kawatest.PEMFiles(t, ca.Issue("localhost", ""))
 	ks := filepath.Join(dir, "server.pem")
 	if err := os.WriteFile(ks, append(key, chain...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return startKawa(t, data, "--listeners", "SASL_SSL://127.0.0.1:0", "--ssl-keystore-location", ks)
+	return startKawa(t, data, append([]string{"--listeners", "SASL_SSL://127.0.0.1:0", "--ssl-keystore-location", ks}, extra...)...)
 }
 
 // TestKcatSASLSSLSCRAM512: the first administrator is created offline with
@@ -54,7 +57,15 @@ func TestKcatSASLSSLSCRAM512(t *testing.T) {
 	if err := os.WriteFile(caFile, ca.PEM(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := securedKawa(t, ca, dir, data)
+	// A free port for the metrics endpoint (startKawa reports only the
+	// Kafka listener's address).
+	ml, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := ml.Addr().String()
+	ml.Close()
+	p := securedKawa(t, ca, dir, data, "--metrics-addr", metricsAddr)
 	if _, err := runCmd(t, runUser, "", "set", "eve", "--password", "x", "--data-dir", data); err == nil {
 		t.Fatal("kawa user set edited the data dir of a running broker")
 	}
@@ -79,6 +90,18 @@ func TestKcatSASLSSLSCRAM512(t *testing.T) {
 	out, err = kc("wrong", "-L", "-m", "5").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "SASL authentication error") {
 		t.Fatalf("kcat with a wrong password: err %v, output %s", err, out)
+	}
+
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`kawa_sasl_authentications_total{mechanism="SCRAM-SHA-512",result="success"}`, `kawa_sasl_authentications_total{mechanism="SCRAM-SHA-512",result="failure"}`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 
 	p.Kill()

@@ -183,6 +183,16 @@ func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.
 	reg.MustRegister(panics)
 	scfg := server.ConfigFrom(cfg, lg)
 	scfg.OnPanic = panics.Inc
+	logins := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kawa_sasl_authentications_total",
+		Help: "SASL exchanges that ended, by mechanism and result (success, failure)."}, []string{"mechanism", "result"})
+	reg.MustRegister(logins)
+	scfg.OnAuthentication = func(mech string, ok bool) {
+		result := "failure"
+		if ok {
+			result = "success"
+		}
+		logins.WithLabelValues(mech, result).Inc()
+	}
 	srv := server.New(scfg, b)
 
 	var msrv *http.Server

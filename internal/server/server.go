@@ -169,6 +169,9 @@ type Config struct {
 	Logger  *slog.Logger
 	// OnPanic, if set, is called when a handler panics (for a metric).
 	OnPanic func()
+	// OnAuthentication, if set, is called at the end of each SASL exchange
+	// with its mechanism and whether it logged in (for metrics).
+	OnAuthentication func(mechanism string, ok bool)
 }
 
 // ConfigFrom returns the server settings of a broker config (after
@@ -636,6 +639,7 @@ const anonymous = "User:ANONYMOUS"
 // saslState is a SASL listener connection's progress, owned by the reader.
 type saslState struct {
 	session       auth.Session // set by a successful SaslHandshake
+	mechanism     string
 	authenticated bool
 }
 
@@ -666,7 +670,7 @@ func (c *conn) saslStep(st *saslState, h wire.Header, req kmsg.Request) (kmsg.Re
 			resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 			return resp, "", true
 		}
-		st.session = sess
+		st.session, st.mechanism = sess, r.Mechanism
 		return resp, "", false
 	case *kmsg.SASLAuthenticateRequest:
 		resp := r.ResponseKind().(*kmsg.SASLAuthenticateResponse)
@@ -678,7 +682,8 @@ func (c *conn) saslStep(st *saslState, h wire.Header, req kmsg.Request) (kmsg.Re
 		}
 		out, done, err := st.session.Step(r.SASLAuthBytes)
 		if err != nil {
-			c.s.warn.log("closing connection: SASL authentication failed", "remote", c.info.Remote, "err", err)
+			c.s.warn.log("closing connection: SASL authentication failed", "remote", c.info.Remote, "mechanism", st.mechanism, "err", err)
+			c.authenticated(st.mechanism, false)
 			resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
 			msg := auth.ClientMessage(err)
 			resp.ErrorMessage = &msg
@@ -687,12 +692,19 @@ func (c *conn) saslStep(st *saslState, h wire.Header, req kmsg.Request) (kmsg.Re
 		resp.SASLAuthBytes = out
 		if done {
 			st.authenticated = true
+			c.authenticated(st.mechanism, true)
 			return resp, st.session.User(), false
 		}
 		return resp, "", false
 	}
 	c.s.warn.log("closing connection: unexpected Kafka request during SASL handshake", "remote", c.info.Remote, "api", kmsg.NameForKey(h.Key))
 	return nil, "", true
+}
+
+func (c *conn) authenticated(mechanism string, ok bool) {
+	if c.s.cfg.OnAuthentication != nil {
+		c.s.cfg.OnAuthentication(mechanism, ok)
+	}
 }
 
 func (c *conn) logReadEnd(err error) {
