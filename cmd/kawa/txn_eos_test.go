@@ -25,6 +25,7 @@ type eosWorker struct {
 	kill     atomic.Bool // abandon the current transaction and restart
 	restarts atomic.Int64
 	done     *atomic.Int64 // records in transactions End reported committed, all workers
+	extra    []kgo.Opt     // more session options (the group protocol)
 }
 
 // run processes until ctx ends. Each transaction copies the polled records
@@ -32,13 +33,14 @@ type eosWorker struct {
 // session without ending its transaction and starts a new one.
 func (w *eosWorker) run(ctx context.Context) {
 	for ctx.Err() == nil {
-		s, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(w.addr),
+		opts := append([]kgo.Opt{kgo.SeedBrokers(w.addr),
 			kgo.TransactionalID(fmt.Sprintf("%s-worker-%d", w.group, w.id)),
 			kgo.ConsumerGroup(w.group), kgo.ConsumeTopics(w.in), kgo.DefaultProduceTopic(w.out),
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond),
 			kgo.SessionTimeout(6*time.Second), kgo.RebalanceTimeout(3*time.Second), kgo.HeartbeatInterval(300*time.Millisecond),
-			kgo.RetryTimeout(5*time.Second), kgo.TransactionTimeout(10*time.Second))
+			kgo.RetryTimeout(5*time.Second), kgo.TransactionTimeout(10*time.Second)}, w.extra...)
+		s, err := kgo.NewGroupTransactSession(opts...)
 		if err == nil {
 			w.loop(ctx, s)
 			s.Close()
@@ -88,11 +90,26 @@ func (w *eosWorker) loop(ctx context.Context, s *kgo.GroupTransactSession) {
 // once, and the group's committed offsets on A cover exactly what reached B.
 func TestExactlyOnceConsumeTransformProduce(t *testing.T) {
 	t.Parallel()
+	runExactlyOnce(t, "eos")
+}
+
+// TestExactlyOnceConsumeTransformProduce848 is the same with the workers in a
+// KIP-848 consumer group (kgo.ServerSideBalancer, "uniform"): TxnOffsetCommit
+// is checked by member epoch, and after the broker's SIGKILL the members
+// (unknown to the restarted coordinator) rejoin with epoch 0.
+func TestExactlyOnceConsumeTransformProduce848(t *testing.T) {
+	t.Parallel()
+	runExactlyOnce(t, "eos848", kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer()))
+}
+
+// runExactlyOnce runs the scenario above for group with the workers' extra
+// session options.
+func runExactlyOnce(t *testing.T, group string, extra ...kgo.Opt) {
 	dir, addr := t.TempDir(), freeAddr(t)
 	p := startKawa(t, dir, "--listen", addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	const in, out, group, n = "eos-in", "eos-out", "eos", 1200
+	const in, out, n = "eos-in", "eos-out", 1200
 	adm := kadm.NewClient(newClient(t, addr))
 	if _, err := adm.CreateTopic(ctx, 6, 1, nil, in); err != nil {
 		t.Fatal(err)
@@ -112,7 +129,7 @@ func TestExactlyOnceConsumeTransformProduce(t *testing.T) {
 	var done atomic.Int64
 	workers := make([]*eosWorker, 3)
 	for i := range workers {
-		workers[i] = &eosWorker{id: i, addr: addr, in: in, out: out, group: group, done: &done}
+		workers[i] = &eosWorker{id: i, addr: addr, in: in, out: out, group: group, done: &done, extra: extra}
 		wg.Add(1)
 		go func() { defer wg.Done(); workers[i].run(wctx) }()
 	}
