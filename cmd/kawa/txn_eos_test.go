@@ -37,9 +37,9 @@ func (w *eosWorker) run(ctx context.Context) {
 			kgo.TransactionalID(fmt.Sprintf("%s-worker-%d", w.group, w.id)),
 			kgo.ConsumerGroup(w.group), kgo.ConsumeTopics(w.in), kgo.DefaultProduceTopic(w.out),
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond),
-			kgo.SessionTimeout(6*time.Second), kgo.RebalanceTimeout(3*time.Second), kgo.HeartbeatInterval(300*time.Millisecond),
-			kgo.RetryTimeout(5*time.Second), kgo.TransactionTimeout(10*time.Second)}, w.extra...)
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100 * time.Millisecond),
+			kgo.SessionTimeout(6 * time.Second), kgo.RebalanceTimeout(3 * time.Second), kgo.HeartbeatInterval(300 * time.Millisecond),
+			kgo.RetryTimeout(5 * time.Second), kgo.TransactionTimeout(10 * time.Second)}, w.extra...)
 		s, err := kgo.NewGroupTransactSession(opts...)
 		if err == nil {
 			w.loop(ctx, s)
