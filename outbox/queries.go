@@ -261,6 +261,22 @@ func (o *Outbox) deadOp(ctx context.Context, id int64, before string) error {
 		return fmt.Errorf("outbox: dead row %d: %w", id, err)
 	}
 	defer tx.Rollback()
+	// Lock the dead row before anything reads it: two concurrent retries of
+	// one id would otherwise both copy it into kawa_outbox and the loser
+	// fail on kawa_outbox's primary key instead of finding it gone. On
+	// PostgreSQL the loser waits here and then sees no row (ErrNotFound); on
+	// SQLite every transaction already holds the write lock from BEGIN.
+	lock := `SELECT id FROM kawa_outbox_dead WHERE id = ?`
+	if o.dialect == dedup.Postgres {
+		lock += ` FOR UPDATE`
+	}
+	var got int64
+	switch err := tx.QueryRowContext(ctx, rebind(o.dialect, lock), id).Scan(&got); {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("%w: %d", ErrNotFound, id)
+	case err != nil:
+		return fmt.Errorf("outbox: dead row %d: %w", id, err)
+	}
 	if before != "" {
 		if _, err := tx.ExecContext(ctx, rebind(o.dialect, before), id); err != nil {
 			return fmt.Errorf("outbox: dead row %d: %w", id, err)
