@@ -72,6 +72,9 @@ var apis = [...]api{
 	{kmsg.ListTransactions, 0, 2, (*Broker).handleListTransactions},
 	{kmsg.ConsumerGroupHeartbeat, 0, 1, (*Broker).handleConsumerGroupHeartbeat},
 	{kmsg.ConsumerGroupDescribe, 0, 1, (*Broker).handleConsumerGroupDescribe},
+	{kmsg.ShareGroupHeartbeat, 1, 1, (*Broker).handleShareGroupHeartbeat},
+	{kmsg.ShareFetch, 1, 2, (*Broker).handleShareFetch},
+	{kmsg.ShareAcknowledge, 1, 2, (*Broker).handleShareAcknowledge},
 }
 
 // lookup returns the table entry for key, if Kawa implements it.

@@ -24,6 +24,7 @@ import (
 	"github.com/kawa-broker/kawa/internal/meta"
 	"github.com/kawa-broker/kawa/internal/partition"
 	"github.com/kawa-broker/kawa/internal/producer"
+	"github.com/kawa-broker/kawa/internal/share"
 	"github.com/kawa-broker/kawa/internal/txn"
 	"github.com/kawa-broker/kawa/internal/vfs"
 	"github.com/kawa-broker/kawa/internal/wire"
@@ -47,6 +48,7 @@ type Broker struct {
 	parked  atomic.Int64   // fetches waiting in a long poll (Kafka's Fetch purgatory size)
 	files   *log.FileCache // bounds the segment files' descriptors over all partitions
 	groups  *group.Coordinator
+	shares  *share.Coordinator // KIP-932 share groups (share_groups.go)
 	txn     *txn.Coordinator
 	cleaner *cleaner.Cleaner // compacts the logs of compacted topics; stopped first by Close
 
@@ -106,6 +108,10 @@ func Open(fsys vfs.FS, cfg config.Broker, host string, port int32, lg *slog.Logg
 		}
 	}
 	if err := b.openGroups(); err != nil {
+		b.Close()
+		return nil, err
+	}
+	if b.shares, err = share.Open(fsys, filepath.Join(cfg.DataDir, shareStateDir), time.Now); err != nil {
 		b.Close()
 		return nil, err
 	}

@@ -20,6 +20,7 @@ const (
 	sourceDynamicTopic kmsg.ConfigSource = 1
 	sourceStaticBroker kmsg.ConfigSource = 4
 	sourceDefault      kmsg.ConfigSource = 5
+	sourceDynamicGroup kmsg.ConfigSource = 8 // DYNAMIC_GROUP_CONFIG (KIP-848/932 group configs)
 )
 
 // setTopicConfigs computes, validates and (unless validateOnly) stores and

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/kawa-broker/kawa/internal/config"
+	"github.com/kawa-broker/kawa/internal/share"
 	"github.com/kawa-broker/kawa/internal/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -16,7 +17,8 @@ import (
 // Behaviour: topic resources list every topic config in the registry
 // (internal/config) with its effective value and source (override or
 // default), synonyms when asked (v1+), type and documentation (v3+). Broker
-// resources list the broker-level settings Kawa has, read-only.
+// resources list the broker-level settings Kawa has, read-only. GROUP
+// resources list the share-group configs (KIP-932) of internal/share.
 func (b *Broker) handleDescribeConfigs(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.DescribeConfigsRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeConfigsResponse)
@@ -93,6 +95,18 @@ func (b *Broker) describeConfigs(r *kmsg.DescribeConfigsRequest, rr kmsg.Describ
 		add("num.partitions", strconv.Itoa(int(b.cfg.DefaultPartitions)), sourceStaticBroker, "INT", "partitions of auto-created topics", true)
 		add("socket.request.max.bytes", strconv.Itoa(int(b.cfg.MaxRequestBytes)), sourceStaticBroker, "INT", "largest request accepted", true)
 		add("log.flush.policy", string(b.cfg.Fsync), sourceStaticBroker, "STRING", "Kawa: fsync always|interval|never", true)
+	case kmsg.ConfigResourceTypeGroupConfig:
+		set := b.shares.Configs(rr.ResourceName)
+		for _, d := range share.ConfigDefs {
+			v, ok := set[d.Name]
+			src := sourceDefault
+			if ok {
+				src = sourceDynamicGroup
+			} else {
+				v = d.Default
+			}
+			add(d.Name, v, src, d.Type, d.Doc, false)
+		}
 	default:
 		res.ErrorCode = kerr.InvalidRequest.Code
 		msg := fmt.Sprintf("resource type %d is not supported", rr.ResourceType)

@@ -15,16 +15,23 @@ import (
 // Behaviour: per config SET (0) or DELETE (1) of a topic override; APPEND
 // (2) and SUBTRACT (3) apply only to LIST configs, and cleanup.policy
 // supports only "delete", so they are INVALID_CONFIG unless they leave it at
-// "delete". All changes of a resource apply together or not at all.
+// "delete". All changes of a resource apply together or not at all. GROUP
+// resources (type 32) set share-group configs (KIP-932, internal/share's
+// ConfigDefs) with SET and DELETE.
 func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := r.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	for _, rr := range r.Resources {
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		err := b.setTopicConfigs(rr.ResourceType, rr.ResourceName, func(cur map[string]string) (map[string]string, error) {
-			return incremental(cur, rr.Configs)
-		}, r.ValidateOnly)
+		var err error
+		if rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig {
+			err = b.setShareGroupConfigs(rr, r.ValidateOnly)
+		} else {
+			err = b.setTopicConfigs(rr.ResourceType, rr.ResourceName, func(cur map[string]string) (map[string]string, error) {
+				return incremental(cur, rr.Configs)
+			}, r.ValidateOnly)
+		}
 		sr.ErrorCode, sr.ErrorMessage = errCode(err), errMsg(err)
 		resp.Resources = append(resp.Resources, sr)
 	}

@@ -1,0 +1,68 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kawa-broker/kawa/internal/share"
+	"github.com/kawa-broker/kawa/internal/wire"
+)
+
+// ShareAcknowledge (key 79), versions 1-2 (KIP-932; v2 adds KIP-1222's
+// renew acknowledgements and acquisition_lock_timeout_ms).
+//
+// Behaviour: each acknowledgement batch is applied to records the member
+// holds (ACCEPT: acknowledged, never redelivered; RELEASE: available again,
+// or archived at share.delivery.count.limit; REJECT and gaps: archived;
+// RENEW: the lock restarts) and the share-partition state is persisted
+// before the answer. Share session epoch -1 then closes the session,
+// releasing every record the member still holds. Errors: INVALID_REQUEST
+// (no group or member), UNKNOWN_MEMBER_ID; per partition
+// INVALID_RECORD_STATE (an offset not acquired by this member: lock expired
+// or already acknowledged), UNKNOWN_TOPIC_ID.
+func (b *Broker) handleShareAcknowledge(_ context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+	r := req.(*kmsg.ShareAcknowledgeRequest)
+	resp := r.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
+	done := func() (kmsg.Response, error) { return resp, nil }
+	if r.GroupID == nil || *r.GroupID == "" || r.MemberID == nil || *r.MemberID == "" {
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return done
+	}
+	groupID, memberID := *r.GroupID, *r.MemberID
+	resp.AcquisitionLockTimeoutMillis = int32(b.shares.LockDuration(groupID).Milliseconds())
+	if _, err := b.shares.Session(groupID, memberID, 1, nil, nil); err != nil {
+		resp.ErrorCode, resp.ErrorMessage = errCode(err), errMsg(err)
+		return done
+	}
+	for _, rt := range r.Topics {
+		st := kmsg.ShareAcknowledgeResponseTopic{TopicID: rt.TopicID}
+		t, known := b.catalog.ByID(rt.TopicID)
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewShareAcknowledgeResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = b.cfg.NodeID, 0
+			if !known {
+				sp.ErrorCode = kerr.UnknownTopicID.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			acks := make([]share.Ack, 0, len(rp.AcknowledgementBatches))
+			for _, ab := range rp.AcknowledgementBatches {
+				acks = append(acks, share.Ack{First: ab.FirstOffset, Last: ab.LastOffset, Types: ab.AcknowledgeTypes})
+			}
+			if err := b.shares.Acknowledge(groupID, memberID, share.TP{Topic: t.Name, Partition: rp.Partition}, acks); err != nil {
+				sp.ErrorCode, sp.ErrorMessage = errCode(err), errMsg(err)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if r.ShareSessionEpoch == -1 {
+		if _, err := b.shares.Session(groupID, memberID, -1, nil, nil); err != nil {
+			resp.ErrorCode, resp.ErrorMessage = errCode(err), errMsg(err)
+		}
+	}
+	return done
+}

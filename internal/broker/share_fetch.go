@@ -1,0 +1,246 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kawa-broker/kawa/internal/batch"
+	"github.com/kawa-broker/kawa/internal/partition"
+	"github.com/kawa-broker/kawa/internal/share"
+	"github.com/kawa-broker/kawa/internal/wire"
+)
+
+// defaultShareMaxRecords bounds a ShareFetch that sets no max_records (v0
+// had none; Kafka's share.fetch.max.records default is 500).
+const defaultShareMaxRecords = 500
+
+// ShareFetch (key 78), versions 1-2 (KIP-932; v2 adds KIP-1206's acquire
+// mode and KIP-1222's renew acknowledgements).
+//
+// Behaviour: piggybacked acknowledgements are applied first (answered per
+// partition in acknowledge_error_code), then the share session is updated
+// (epoch 0 opens it with the request's partitions, -1 closes it and
+// releases the member's acquired records, others add partitions and drop
+// forgotten ones). Records are then acquired from every session partition:
+// redeliveries (the lowest available offsets) first, then new records up
+// to the high watermark (the last stable offset under
+// share.isolation.level=read_committed, where aborted transactions' records
+// and control batches are archived, never delivered). At most max_records
+// are acquired, each locked for share.record.lock.duration.ms (the response's
+// acquisition_lock_timeout_ms). Whole stored batches are returned; the
+// acquired_records ranges say which of their records belong to this member.
+// With nothing to acquire the request long-polls up to max_wait_ms, woken
+// by appends, releases and lock expiries. Only partitions with records or
+// errors, or with acknowledgements in the request, are answered. Errors:
+// INVALID_REQUEST (no group or member), UNKNOWN_MEMBER_ID, UNKNOWN_TOPIC_ID
+// per partition. Share-session epochs are not sequence-checked.
+func (b *Broker) handleShareFetch(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
+	r := req.(*kmsg.ShareFetchRequest)
+	return func() (kmsg.Response, error) { return b.shareFetch(ctx, info.PollDone, r), nil }
+}
+
+// shareAnswer is one partition of a ShareFetch answer being built.
+type shareAnswer struct {
+	topicID [16]byte
+	sp      kmsg.ShareFetchResponseTopicPartition
+	acked   bool // the request acknowledged records here: always answered
+}
+
+func (b *Broker) shareFetch(ctx context.Context, pollDone <-chan struct{}, r *kmsg.ShareFetchRequest) *kmsg.ShareFetchResponse {
+	resp := r.ResponseKind().(*kmsg.ShareFetchResponse)
+	if r.GroupID == nil || *r.GroupID == "" || r.MemberID == nil || *r.MemberID == "" {
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return resp
+	}
+	groupID, memberID := *r.GroupID, *r.MemberID
+	resp.AcquisitionLockTimeoutMillis = int32(b.shares.LockDuration(groupID).Milliseconds())
+
+	answers := map[share.TP]*shareAnswer{}
+	answer := func(id [16]byte, tp share.TP) *shareAnswer {
+		a := answers[tp]
+		if a == nil {
+			a = &shareAnswer{topicID: id, sp: kmsg.NewShareFetchResponseTopicPartition()}
+			a.sp.Partition = tp.Partition
+			a.sp.CurrentLeader.LeaderID, a.sp.CurrentLeader.LeaderEpoch = b.cfg.NodeID, 0
+			answers[tp] = a
+		}
+		return a
+	}
+	var add, forget []share.TP
+	for _, rt := range r.Topics {
+		t, known := b.catalog.ByID(rt.TopicID)
+		for _, rp := range rt.Partitions {
+			tp := share.TP{Topic: t.Name, Partition: rp.Partition}
+			if !known {
+				tp.Topic = "\x00unknown"
+				a := answer(rt.TopicID, tp)
+				a.sp.ErrorCode = kerr.UnknownTopicID.Code
+				continue
+			}
+			add = append(add, tp)
+			if len(rp.AcknowledgementBatches) > 0 {
+				acks := make([]share.Ack, 0, len(rp.AcknowledgementBatches))
+				for _, ab := range rp.AcknowledgementBatches {
+					acks = append(acks, share.Ack{First: ab.FirstOffset, Last: ab.LastOffset, Types: ab.AcknowledgeTypes})
+				}
+				a := answer(t.ID, tp)
+				a.acked = true
+				if err := b.shares.Acknowledge(groupID, memberID, tp, acks); err != nil {
+					a.sp.AcknowledgeErrorCode, a.sp.AcknowledgeErrorMessage = errCode(err), errMsg(err)
+				}
+			}
+		}
+	}
+	for _, ft := range r.ForgottenTopicsData {
+		if t, ok := b.catalog.ByID(ft.TopicID); ok {
+			for _, p := range ft.Partitions {
+				forget = append(forget, share.TP{Topic: t.Name, Partition: p})
+			}
+		}
+	}
+	tps, err := b.shares.Session(groupID, memberID, r.ShareSessionEpoch, add, forget)
+	if err != nil {
+		resp.ErrorCode, resp.ErrorMessage = errCode(err), errMsg(err)
+		return resp
+	}
+	max := int(r.MaxRecords)
+	if max <= 0 {
+		max = defaultShareMaxRecords
+	}
+	maxBytes := int(r.MaxBytes)
+	if maxBytes <= 0 {
+		maxBytes = 1<<31 - 1
+	}
+	deadline := time.Now().Add(time.Duration(r.MaxWaitMillis) * time.Millisecond)
+	for len(tps) > 0 {
+		wakes := append(b.shareWakes(tps), b.shares.Wake())
+		if n := b.shareFetchOnce(groupID, memberID, tps, max, maxBytes, answer); n > 0 || !time.Now().Before(deadline) || ctx.Err() != nil {
+			break
+		}
+		wait := time.Until(deadline)
+		if exp := b.shares.NextExpiry(groupID); !exp.IsZero() && time.Until(exp) < wait {
+			wait = max64Dur(time.Until(exp), time.Millisecond)
+		}
+		b.parked.Add(1)
+		woken := waitAny(ctx, pollDone, wakes, wait)
+		b.parked.Add(-1)
+		if !woken {
+			break
+		}
+	}
+	byTopic := map[[16]byte]int{}
+	for _, a := range answers {
+		if !a.acked && a.sp.ErrorCode == 0 && len(a.sp.AcquiredRecords) == 0 {
+			continue
+		}
+		i, ok := byTopic[a.topicID]
+		if !ok {
+			i = len(resp.Topics)
+			byTopic[a.topicID] = i
+			resp.Topics = append(resp.Topics, kmsg.ShareFetchResponseTopic{TopicID: a.topicID})
+		}
+		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, a.sp)
+	}
+	return resp
+}
+
+func max64Dur(a, b time.Duration) time.Duration {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+func (b *Broker) shareWakes(tps []share.TP) []<-chan struct{} {
+	out := make([]<-chan struct{}, 0, len(tps)+1)
+	for _, tp := range tps {
+		if p := b.partition(tp.Topic, tp.Partition); p != nil {
+			out = append(out, p.Wake())
+		}
+	}
+	return out
+}
+
+// shareFetchOnce acquires records from each partition once, up to max
+// records and maxBytes over all of them, and returns the records acquired.
+func (b *Broker) shareFetchOnce(groupID, memberID string, tps []share.TP, max, maxBytes int, answer func([16]byte, share.TP) *shareAnswer) int {
+	n, bytes := 0, 0
+	iso := partition.ReadUncommitted
+	if b.shares.ReadCommitted(groupID) {
+		iso = partition.ReadCommitted
+	}
+	for _, tp := range tps {
+		if n >= max || bytes >= maxBytes {
+			break
+		}
+		t, _ := b.catalog.Get(tp.Topic)
+		p, err := b.lookup(tp.Topic, tp.Partition)
+		if err != nil {
+			a := answer(t.ID, tp)
+			a.sp.ErrorCode, a.sp.ErrorMessage = errCode(err), errMsg(err)
+			continue
+		}
+		bound := p.HighWatermark()
+		if iso == partition.ReadCommitted {
+			bound = p.LastStableOffset()
+		}
+		from, ok := b.shares.ReadFrom(groupID, tp, p.LogStart(), p.HighWatermark(), bound)
+		if !ok {
+			continue
+		}
+		res, err := p.Read(from, maxBytes-bytes, iso)
+		if err != nil {
+			a := answer(t.ID, tp)
+			a.sp.ErrorCode, a.sp.ErrorMessage = errCode(err), errMsg(err)
+			continue
+		}
+		spans, raws := shareSpans(res)
+		acq := b.shares.Acquire(groupID, memberID, tp, from, spans, bound, max-n)
+		if len(acq) == 0 {
+			continue
+		}
+		a := answer(t.ID, tp)
+		for _, q := range acq {
+			n += int(q.Last - q.First + 1)
+			a.sp.AcquiredRecords = append(a.sp.AcquiredRecords, kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{
+				FirstOffset: q.First, LastOffset: q.Last, DeliveryCount: q.DeliveryCount,
+			})
+		}
+		// Only the batches holding acquired records go back.
+		for i, s := range spans {
+			for _, q := range acq {
+				if q.First <= s.Last && q.Last >= s.First {
+					a.sp.Records = append(a.sp.Records, raws[i]...)
+					bytes += len(raws[i])
+					break
+				}
+			}
+		}
+	}
+	return n
+}
+
+// shareSpans lists the whole batches of a read with their offsets; control
+// batches and, under read_committed, aborted transactions' batches are
+// marked Skip (archived, never delivered).
+func shareSpans(res partition.ReadResult) ([]share.Span, [][]byte) {
+	var spans []share.Span
+	var raws [][]byte
+	_, _ = batch.Iterate(res.Records, func(h batch.Header, raw []byte) bool {
+		skip := h.Control()
+		if h.Transactional() {
+			for _, at := range res.Aborted {
+				if at.ProducerID == h.ProducerID && h.BaseOffset >= at.FirstOffset && h.BaseOffset <= at.LastOffset {
+					skip = true
+				}
+			}
+		}
+		spans = append(spans, share.Span{First: h.BaseOffset, Last: h.LastOffset(), Skip: skip})
+		raws = append(raws, raw)
+		return true
+	})
+	return spans, raws
+}

@@ -1,0 +1,57 @@
+package broker
+
+import (
+	"context"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kawa-broker/kawa/internal/share"
+	"github.com/kawa-broker/kawa/internal/wire"
+)
+
+// ShareGroupHeartbeat (key 76), versions 1-1 (KIP-932; v0 was the early
+// access version and is not advertised).
+//
+// Behaviour: member epoch 0 joins (an empty member ID gets one generated),
+// -1 leaves and releases the member's acquired records, anything else
+// heartbeats. The assignment is every partition of every subscribed topic
+// (see internal/share) and is sent on every heartbeat, so a client always
+// holds the current one. Errors: INVALID_REQUEST (no group ID, join
+// without subscription), UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH.
+func (b *Broker) handleShareGroupHeartbeat(_ context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+	r := req.(*kmsg.ShareGroupHeartbeatRequest)
+	resp := r.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
+	a, err := b.shares.Heartbeat(r.GroupID, r.MemberID, r.MemberEpoch, r.SubscribedTopicNames, b.shareTopics())
+	if err != nil {
+		resp.ErrorCode, resp.ErrorMessage = errCode(err), errMsg(err)
+		return func() (kmsg.Response, error) { return resp, nil }
+	}
+	resp.MemberID = kmsg.StringPtr(a.MemberID)
+	resp.MemberEpoch = a.MemberEpoch
+	resp.HeartbeatIntervalMillis = int32(share.DefaultHeartbeatInterval.Milliseconds())
+	if a.MemberEpoch >= 0 {
+		resp.Assignment = &kmsg.ShareGroupHeartbeatResponseAssignment{}
+		resp.Assignment.TopicPartitions = b.shareAssignment(a.Partitions)
+	}
+	return func() (kmsg.Response, error) { return resp, nil }
+}
+
+// shareAssignment turns topic -> partitions into the wire's topic-ID form,
+// sorted by topic name so answers are stable.
+func (b *Broker) shareAssignment(parts map[string][]int32) []kmsg.ShareGroupHeartbeatResponseAssignmentTopicPartition {
+	names := make([]string, 0, len(parts))
+	for t := range parts {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	out := []kmsg.ShareGroupHeartbeatResponseAssignmentTopicPartition{}
+	for _, name := range names {
+		t, ok := b.catalog.Get(name)
+		if !ok {
+			continue
+		}
+		out = append(out, kmsg.ShareGroupHeartbeatResponseAssignmentTopicPartition{TopicID: t.ID, Partitions: parts[name]})
+	}
+	return out
+}

@@ -1,0 +1,55 @@
+package broker
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kawa-broker/kawa/internal/share"
+)
+
+// shareStateDir is the share coordinator's directory under the data dir
+// (Kafka's __share_group_state; see internal/share's package comment). Its
+// name has no "-<partition>" suffix, so it never looks like a partition.
+const shareStateDir = "share-group-state"
+
+// shareTopics resolves a subscribed topic for the share coordinator's
+// assignment: internal topics are never assigned.
+func (b *Broker) shareTopics() share.Topics {
+	return func(name string) (int32, bool) {
+		t, ok := b.catalog.Get(name)
+		if !ok || t.Internal {
+			return 0, false
+		}
+		return t.Partitions, true
+	}
+}
+
+// setShareGroupConfigs applies an IncrementalAlterConfigs GROUP resource:
+// every change is validated before any is stored. Errors: INVALID_CONFIG
+// (unknown name, bad value), INVALID_REQUEST (APPEND/SUBTRACT, unknown op).
+func (b *Broker) setShareGroupConfigs(rr kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) error {
+	if rr.ResourceName == "" {
+		return fmt.Errorf("%w: a GROUP resource needs a group ID", kerr.InvalidRequest)
+	}
+	for pass := 0; pass < 2; pass++ {
+		for _, c := range rr.Configs {
+			var v *string
+			switch c.Op {
+			case 0:
+				if c.Value == nil {
+					return fmt.Errorf("%w: SET of %q needs a value", kerr.InvalidConfig, c.Name)
+				}
+				v = c.Value
+			case 1:
+			default:
+				return fmt.Errorf("%w: operation %d does not apply to group configs", kerr.InvalidRequest, c.Op)
+			}
+			if err := b.shares.SetConfig(rr.ResourceName, c.Name, v, validateOnly || pass == 0); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

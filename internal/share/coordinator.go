@@ -1,0 +1,741 @@
+// Package share is Kawa's share-group coordinator (KIP-932, "queues for
+// Kafka"): ShareGroupHeartbeat membership with server-side assignment, and
+// the share-partition state (SPSO, SPEO, acquisition locks, delivery counts,
+// acknowledgements) that ShareFetch and ShareAcknowledge act on.
+//
+// Assignment: every member is assigned every partition of every topic it
+// subscribes to. Share groups allow many members per partition (records,
+// not partitions, are what members get exclusively), so this is a valid
+// KIP-932 assignment; it trades fetch fan-out for never leaving a
+// partition unconsumed during membership changes.
+//
+// Durability: Kafka keeps share state in the share coordinator's
+// __share_group_state topic. Kawa keeps one JSON snapshot per group, in
+// <dir>/<hex(group id)>.json, written atomically and fsynced through
+// internal/vfs (vfs.WriteFileAtomic) before an acknowledgement is
+// answered. The snapshot holds the group's configs and, per partition, the
+// SPSO, the SPEO and the state and delivery count of every offset between
+// them. Acquisitions are not persisted: after a restart records that were
+// acquired are available again (redelivered), acknowledged ones never are.
+package share
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kawa-broker/kawa/internal/vfs"
+)
+
+// Defaults of the broker configs KIP-932 names.
+const (
+	DefaultLockDuration      = 30 * time.Second // group.share.record.lock.duration.ms
+	DefaultDeliveryLimit     = 5                // group.share.delivery.count.limit
+	DefaultSessionTimeout    = 45 * time.Second // group.share.session.timeout.ms
+	DefaultHeartbeatInterval = 5 * time.Second  // group.share.heartbeat.interval.ms
+)
+
+// Group config names accepted by SetConfig (KIP-932 "Group configuration",
+// as IncrementalAlterConfigs GROUP resources).
+const (
+	ConfigAutoOffsetReset = "share.auto.offset.reset"       // "latest" (default) or "earliest"
+	ConfigLockDuration    = "share.record.lock.duration.ms" // milliseconds
+	ConfigDeliveryLimit   = "share.delivery.count.limit"    // acquisitions before archiving
+	ConfigIsolationLevel  = "share.isolation.level"         // "read_uncommitted" (default) or "read_committed"
+	ConfigSessionTimeout  = "share.session.timeout.ms"      // milliseconds
+)
+
+// TP names one partition.
+type TP struct {
+	Topic     string
+	Partition int32
+}
+
+// Topics resolves a subscribed topic name to its partition count (ok false:
+// no such topic, it is not assigned).
+type Topics func(name string) (partitions int32, ok bool)
+
+type member struct {
+	epoch    int32
+	topics   []string
+	deadline time.Time
+	session  map[TP]struct{} // the share session's partitions (ShareFetch)
+}
+
+type group struct {
+	id      string
+	epoch   int32
+	members map[string]*member
+	configs map[string]string
+	parts   map[TP]*sharePartition
+}
+
+// Coordinator owns every share group. It starts no goroutines: session and
+// lock timeouts are applied lazily, by the next request that looks at the
+// group, using the injected clock.
+type Coordinator struct {
+	fs  vfs.FS
+	dir string
+	now func() time.Time
+
+	mu     sync.Mutex
+	groups map[string]*group
+	wake   chan struct{} // closed and replaced when records become available
+}
+
+// Open loads every group snapshot under dir (created if missing). now is
+// the clock (time.Now in production, fake in tests).
+func Open(fsys vfs.FS, dir string, now func() time.Time) (*Coordinator, error) {
+	if err := vfs.MkdirAllDurable(fsys, dir); err != nil {
+		return nil, fmt.Errorf("share: %w", err)
+	}
+	c := &Coordinator{fs: fsys, dir: dir, now: now, groups: map[string]*group{}, wake: make(chan struct{})}
+	ents, err := fsys.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("share: %w", err)
+	}
+	for _, e := range ents {
+		if filepath.Ext(e.Name()) != ".json" {
+			continue
+		}
+		b, err := vfs.ReadFile(fsys, filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("share: %w", err)
+		}
+		g, err := decode(b)
+		if err != nil {
+			return nil, fmt.Errorf("share: %s: %w", e.Name(), err)
+		}
+		c.groups[g.id] = g
+	}
+	return c, nil
+}
+
+// Wake returns a channel closed when records are released (RELEASE, lock
+// expiry, a member leaving), so parked ShareFetches try again.
+func (c *Coordinator) Wake() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.wake
+}
+
+func (c *Coordinator) wakeLocked() {
+	close(c.wake)
+	c.wake = make(chan struct{})
+}
+
+func (c *Coordinator) groupLocked(id string, create bool) *group {
+	g := c.groups[id]
+	if g == nil && create {
+		g = &group{id: id, members: map[string]*member{}, configs: map[string]string{}, parts: map[TP]*sharePartition{}}
+		c.groups[id] = g
+	}
+	return g
+}
+
+func (g *group) duration(name string, def time.Duration) time.Duration {
+	if v, err := strconv.ParseInt(g.configs[name], 10, 64); err == nil && v > 0 {
+		return time.Duration(v) * time.Millisecond
+	}
+	return def
+}
+
+func (g *group) limit() int {
+	if v, err := strconv.Atoi(g.configs[ConfigDeliveryLimit]); err == nil && v > 0 {
+		return v
+	}
+	return DefaultDeliveryLimit
+}
+
+// LockDuration is the group's acquisition lock (share.record.lock.duration.ms,
+// default group.share.record.lock.duration.ms = 30 s).
+func (c *Coordinator) LockDuration(groupID string) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g := c.groups[groupID]; g != nil {
+		return g.duration(ConfigLockDuration, DefaultLockDuration)
+	}
+	return DefaultLockDuration
+}
+
+// ReadCommitted reports whether the group reads under read_committed
+// (share.isolation.level).
+func (c *Coordinator) ReadCommitted(groupID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[groupID]
+	return g != nil && g.configs[ConfigIsolationLevel] == "read_committed"
+}
+
+// SetConfig validates and stores one group config (value nil deletes it)
+// durably. Errors: kerr.InvalidConfig for an unknown name or bad value.
+func (c *Coordinator) SetConfig(groupID, name string, value *string, validateOnly bool) error {
+	if value != nil {
+		if err := validConfig(name, *value); err != nil {
+			return err
+		}
+	} else if err := validConfig(name, ""); err != nil && !errors.Is(err, errBadValue) {
+		return err
+	}
+	if validateOnly {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groupLocked(groupID, true)
+	if value == nil {
+		delete(g.configs, name)
+	} else {
+		g.configs[name] = *value
+	}
+	return c.saveLocked(g)
+}
+
+// Configs returns a copy of the group's config overrides.
+func (c *Coordinator) Configs(groupID string) map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]string{}
+	if g := c.groups[groupID]; g != nil {
+		for k, v := range g.configs {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// ConfigDef is one group config with its default, for DescribeConfigs.
+type ConfigDef struct {
+	Name, Default, Type, Doc string
+}
+
+// ConfigDefs lists the share-group configs SetConfig accepts.
+var ConfigDefs = []ConfigDef{
+	{ConfigAutoOffsetReset, "latest", "STRING", "where a new share-partition starts: latest or earliest"},
+	{ConfigDeliveryLimit, strconv.Itoa(DefaultDeliveryLimit), "INT", "deliveries of a record before it is archived"},
+	{ConfigIsolationLevel, "read_uncommitted", "STRING", "read_uncommitted or read_committed"},
+	{ConfigLockDuration, strconv.FormatInt(DefaultLockDuration.Milliseconds(), 10), "INT", "acquisition lock duration in milliseconds"},
+	{ConfigSessionTimeout, strconv.FormatInt(DefaultSessionTimeout.Milliseconds(), 10), "INT", "member session timeout in milliseconds"},
+}
+
+var errBadValue = fmt.Errorf("%w: bad value", kerr.InvalidConfig)
+
+func validConfig(name, v string) error {
+	switch name {
+	case ConfigAutoOffsetReset:
+		if v != "latest" && v != "earliest" {
+			return errBadValue
+		}
+	case ConfigIsolationLevel:
+		if v != "read_uncommitted" && v != "read_committed" {
+			return errBadValue
+		}
+	case ConfigLockDuration, ConfigDeliveryLimit, ConfigSessionTimeout:
+		if n, err := strconv.ParseInt(v, 10, 32); err != nil || n <= 0 {
+			return errBadValue
+		}
+	default:
+		return fmt.Errorf("%w: unknown group config %q", kerr.InvalidConfig, name)
+	}
+	return nil
+}
+
+// Assignment is one member's heartbeat answer: its epoch and its partitions.
+type Assignment struct {
+	MemberID    string
+	MemberEpoch int32
+	Partitions  map[string][]int32 // topic -> partitions
+}
+
+// Heartbeat is ShareGroupHeartbeat (KIP-932): memberEpoch 0 joins (memberID
+// empty: the coordinator makes one), -1 leaves, anything else is a
+// heartbeat of a known member. topics nil keeps the subscription. Errors:
+// kerr.InvalidRequest (no group ID, or joining with no subscription),
+// kerr.UnknownMemberID, kerr.FencedMemberEpoch.
+func (c *Coordinator) Heartbeat(groupID, memberID string, memberEpoch int32, topics []string, resolve Topics) (Assignment, error) {
+	if groupID == "" {
+		return Assignment{}, kerr.InvalidRequest
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	g := c.groupLocked(groupID, true)
+	c.expireMembersLocked(g, now)
+	m := g.members[memberID]
+	switch {
+	case memberEpoch == -1:
+		if m != nil {
+			c.removeMemberLocked(g, memberID)
+		}
+		return Assignment{MemberID: memberID, MemberEpoch: -1}, nil
+	case memberEpoch == 0:
+		if topics == nil {
+			return Assignment{}, kerr.InvalidRequest
+		}
+		if memberID == "" {
+			memberID = newMemberID()
+		}
+		if m == nil {
+			m = &member{session: map[TP]struct{}{}}
+			g.members[memberID] = m
+		}
+		g.epoch++
+	case m == nil:
+		return Assignment{}, kerr.UnknownMemberID
+	case memberEpoch > m.epoch:
+		return Assignment{}, kerr.FencedMemberEpoch
+	}
+	if topics != nil && !equalStrings(topics, m.topics) {
+		m.topics = append([]string(nil), topics...)
+		g.epoch++
+	}
+	m.epoch = g.epoch
+	m.deadline = now.Add(g.duration(ConfigSessionTimeout, DefaultSessionTimeout))
+	a := Assignment{MemberID: memberID, MemberEpoch: m.epoch, Partitions: map[string][]int32{}}
+	for _, t := range m.topics {
+		n, ok := resolve(t)
+		if !ok {
+			continue
+		}
+		ps := make([]int32, n)
+		for i := range ps {
+			ps[i] = int32(i)
+		}
+		a.Partitions[t] = ps
+	}
+	return a, nil
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func newMemberID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// expireMembersLocked removes members whose session timed out.
+func (c *Coordinator) expireMembersLocked(g *group, now time.Time) {
+	for id, m := range g.members {
+		if !m.deadline.After(now) {
+			c.removeMemberLocked(g, id)
+		}
+	}
+}
+
+func (c *Coordinator) removeMemberLocked(g *group, id string) {
+	delete(g.members, id)
+	g.epoch++
+	any := false
+	for _, sp := range g.parts {
+		any = sp.releaseMember(id, g.limit()) || any
+	}
+	if any {
+		c.wakeLocked()
+	}
+}
+
+// Member describes one member for ShareGroupDescribe.
+type Member struct {
+	ID          string
+	Epoch       int32
+	Topics      []string
+	Assignments map[string][]int32
+}
+
+// GroupInfo describes a group for ShareGroupDescribe; ok false if unknown.
+type GroupInfo struct {
+	Epoch   int32
+	State   string // Empty or Stable
+	Members []Member
+}
+
+// Describe returns a group's members (ShareGroupDescribe).
+func (c *Coordinator) Describe(groupID string, resolve Topics) (GroupInfo, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[groupID]
+	if g == nil {
+		return GroupInfo{}, false
+	}
+	c.expireMembersLocked(g, c.now())
+	info := GroupInfo{Epoch: g.epoch, State: "Empty"}
+	if len(g.members) > 0 {
+		info.State = "Stable"
+	}
+	ids := make([]string, 0, len(g.members))
+	for id := range g.members {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		m := g.members[id]
+		mm := Member{ID: id, Epoch: m.epoch, Topics: m.topics, Assignments: map[string][]int32{}}
+		for _, t := range m.topics {
+			if n, ok := resolve(t); ok {
+				for p := int32(0); p < n; p++ {
+					mm.Assignments[t] = append(mm.Assignments[t], p)
+				}
+			}
+		}
+		info.Members = append(info.Members, mm)
+	}
+	return info, true
+}
+
+// Session applies a ShareFetch's share-session bookkeeping (KIP-932 share
+// sessions) and returns the partitions to fetch: epoch 0 opens a session
+// with add, -1 closes it (releasing the member's records), others add and
+// forget partitions. Errors: kerr.UnknownMemberID for a member not in the
+// group. Session epochs are not sequence-checked: a lost response cannot
+// strand a client.
+func (c *Coordinator) Session(groupID, memberID string, epoch int32, add, forget []TP) ([]TP, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[groupID]
+	if g == nil {
+		return nil, kerr.UnknownMemberID
+	}
+	c.expireMembersLocked(g, c.now())
+	m := g.members[memberID]
+	if m == nil {
+		return nil, kerr.UnknownMemberID
+	}
+	switch epoch {
+	case 0:
+		m.session = map[TP]struct{}{}
+	case -1:
+		m.session = map[TP]struct{}{}
+		any := false
+		for _, sp := range g.parts {
+			any = sp.releaseMember(memberID, g.limit()) || any
+		}
+		if any {
+			c.wakeLocked()
+			return nil, c.saveLocked(g)
+		}
+		return nil, nil
+	}
+	for _, tp := range add {
+		m.session[tp] = struct{}{}
+	}
+	for _, tp := range forget {
+		delete(m.session, tp)
+	}
+	out := make([]TP, 0, len(m.session))
+	for tp := range m.session {
+		out = append(out, tp)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out, nil
+}
+
+// partLocked returns the share-partition, creating it with its SPSO at
+// logStart (share.auto.offset.reset=earliest) or hw (latest, the default).
+// An SPSO below logStart (records deleted) moves up to it.
+func (c *Coordinator) partLocked(g *group, tp TP, logStart, hw int64) *sharePartition {
+	sp := g.parts[tp]
+	if sp == nil {
+		off := hw
+		if g.configs[ConfigAutoOffsetReset] == "earliest" {
+			off = logStart
+		}
+		sp = &sharePartition{start: off, end: off, recs: map[int64]*rec{}}
+		g.parts[tp] = sp
+	}
+	if sp.start < logStart {
+		for o := sp.start; o < logStart && o < sp.end; o++ {
+			delete(sp.recs, o)
+		}
+		sp.start = logStart
+		if sp.end < logStart {
+			sp.end = logStart
+		}
+	}
+	return sp
+}
+
+// ReadFrom returns the offset a ShareFetch should read tp from (the lowest
+// available offset, else the SPEO), after expiring acquisition locks; ok is
+// false when nothing below bound can be acquired. logStart and hw are the
+// partition's log start and high watermark (for the SPSO's initialisation).
+func (c *Coordinator) ReadFrom(groupID string, tp TP, logStart, hw, bound int64) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[groupID]
+	if g == nil {
+		return 0, false
+	}
+	sp := c.partLocked(g, tp, logStart, hw)
+	if sp.expire(c.now(), g.limit()) {
+		_ = c.saveLocked(g) // archived records must stay archived; a failed write is retried by the next change
+	}
+	off := sp.firstAvailable()
+	return off, off < bound
+}
+
+// Acquire locks up to max records of spans, read from the log at from, for
+// member (ShareFetch's acquisition) and returns the acquired runs.
+func (c *Coordinator) Acquire(groupID, memberID string, tp TP, from int64, spans []Span, bound int64, max int) []Acquired {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[groupID]
+	if g == nil || g.members[memberID] == nil {
+		return nil
+	}
+	sp := g.parts[tp]
+	if sp == nil {
+		return nil
+	}
+	return sp.acquire(from, spans, bound, memberID, c.now().Add(g.duration(ConfigLockDuration, DefaultLockDuration)), max)
+}
+
+// NextExpiry is the earliest acquisition-lock deadline in the group (zero:
+// none), for long-polling ShareFetches to wake at.
+func (c *Coordinator) NextExpiry(groupID string) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var t time.Time
+	g := c.groups[groupID]
+	if g == nil {
+		return t
+	}
+	for _, sp := range g.parts {
+		for _, r := range sp.recs {
+			if r.state == stateAcquired && (t.IsZero() || r.lock.Before(t)) {
+				t = r.lock
+			}
+		}
+	}
+	return t
+}
+
+// Ack is one acknowledgement batch: offsets [First, Last] and either one
+// type for all or one per offset (KIP-932 AcknowledgementBatches).
+type Ack struct {
+	First, Last int64
+	Types       []int8
+}
+
+// Acknowledge applies acks to tp's in-flight records held by memberID and
+// persists the result before returning. Errors: kerr.InvalidRecordState
+// when an offset is not acquired by this member (lock expired, already
+// acknowledged), kerr.InvalidRequest for malformed batches, or the
+// snapshot write's error.
+func (c *Coordinator) Acknowledge(groupID, memberID string, tp TP, acks []Ack) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[groupID]
+	if g == nil {
+		return kerr.InvalidRecordState
+	}
+	sp := g.parts[tp]
+	if sp == nil {
+		return kerr.InvalidRecordState
+	}
+	now := c.now()
+	sp.expire(now, g.limit())
+	var bad error
+	woke := false
+	for _, a := range acks {
+		if a.Last < a.First || len(a.Types) == 0 || (len(a.Types) != 1 && int64(len(a.Types)) != a.Last-a.First+1) {
+			bad = kerr.InvalidRequest
+			continue
+		}
+		for o := a.First; o <= a.Last; o++ {
+			t := a.Types[0]
+			if len(a.Types) > 1 {
+				t = a.Types[o-a.First]
+			}
+			r, ok := sp.recs[o]
+			if !ok {
+				if t != AckGap && o >= sp.end {
+					bad = kerr.InvalidRecordState
+				}
+				continue // a gap, or already archived and dropped
+			}
+			if r.state != stateAcquired || r.member != memberID {
+				bad = kerr.InvalidRecordState
+				continue
+			}
+			switch t {
+			case AckAccept:
+				r.state, r.member, r.lock = stateAcknowledged, "", time.Time{}
+			case AckGap, AckReject:
+				r.state, r.member, r.lock = stateArchived, "", time.Time{}
+			case AckRelease:
+				release(r, g.limit())
+				woke = true
+			case AckRenew:
+				r.lock = now.Add(g.duration(ConfigLockDuration, DefaultLockDuration))
+			default:
+				bad = kerr.InvalidRequest
+			}
+		}
+	}
+	sp.advance()
+	if woke {
+		c.wakeLocked()
+	}
+	if err := c.saveLocked(g); err != nil {
+		return err
+	}
+	return bad
+}
+
+// Offsets is one share-partition's SPSO for DescribeShareGroupOffsets.
+func (c *Coordinator) StartOffset(groupID string, tp TP) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[groupID]
+	if g == nil || g.parts[tp] == nil {
+		return 0, false
+	}
+	return g.parts[tp].start, true
+}
+
+// Delete removes an empty share group and its state (DeleteGroups).
+// Errors: kerr.GroupIDNotFound, kerr.NonEmptyGroup.
+func (c *Coordinator) Delete(groupID string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[groupID]
+	if g == nil {
+		return kerr.GroupIDNotFound
+	}
+	c.expireMembersLocked(g, c.now())
+	if len(g.members) > 0 {
+		return kerr.NonEmptyGroup
+	}
+	if err := c.fs.Remove(c.path(groupID)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	delete(c.groups, groupID)
+	return c.fs.SyncDir(c.dir)
+}
+
+// Has reports whether groupID is a share group.
+func (c *Coordinator) Has(groupID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.groups[groupID] != nil
+}
+
+func (c *Coordinator) path(groupID string) string {
+	return filepath.Join(c.dir, hex.EncodeToString([]byte(groupID))+".json")
+}
+
+// snapshot is the file format (see the package comment).
+type snapshot struct {
+	Group   string            `json:"group"`
+	Configs map[string]string `json:"configs,omitempty"`
+	Parts   []partSnap        `json:"partitions,omitempty"`
+}
+
+type partSnap struct {
+	Topic     string    `json:"topic"`
+	Partition int32     `json:"partition"`
+	Start     int64     `json:"spso"`
+	End       int64     `json:"speo"`
+	Runs      []runSnap `json:"runs,omitempty"` // offsets in [spso, speo) with state, in order
+}
+
+// runSnap is offsets [First, Last] with one state and delivery count.
+// Acquired records are stored as available: a lock does not survive a
+// restart.
+type runSnap struct {
+	First int64 `json:"first"`
+	Last  int64 `json:"last"`
+	State int8  `json:"state"`
+	Count int16 `json:"count"`
+}
+
+func (c *Coordinator) saveLocked(g *group) error {
+	s := snapshot{Group: g.id, Configs: g.configs}
+	for tp, sp := range g.parts {
+		ps := partSnap{Topic: tp.Topic, Partition: tp.Partition, Start: sp.start, End: sp.end}
+		offs := make([]int64, 0, len(sp.recs))
+		for o := range sp.recs {
+			offs = append(offs, o)
+		}
+		sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
+		for _, o := range offs {
+			r := sp.recs[o]
+			st := r.state
+			if st == stateAcquired {
+				st = stateAvailable
+			}
+			if k := len(ps.Runs) - 1; k >= 0 && ps.Runs[k].Last == o-1 && ps.Runs[k].State == st && ps.Runs[k].Count == r.count {
+				ps.Runs[k].Last = o
+				continue
+			}
+			ps.Runs = append(ps.Runs, runSnap{First: o, Last: o, State: st, Count: r.count})
+		}
+		s.Parts = append(s.Parts, ps)
+	}
+	sort.Slice(s.Parts, func(i, j int) bool {
+		if s.Parts[i].Topic != s.Parts[j].Topic {
+			return s.Parts[i].Topic < s.Parts[j].Topic
+		}
+		return s.Parts[i].Partition < s.Parts[j].Partition
+	})
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	return vfs.WriteFileAtomic(c.fs, c.path(g.id), b)
+}
+
+// decode parses a snapshot; bad input is an error, never a panic.
+func decode(b []byte) (*group, error) {
+	var s snapshot
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, err
+	}
+	g := &group{id: s.Group, members: map[string]*member{}, configs: s.Configs, parts: map[TP]*sharePartition{}}
+	if g.configs == nil {
+		g.configs = map[string]string{}
+	}
+	for _, ps := range s.Parts {
+		if ps.End < ps.Start {
+			return nil, fmt.Errorf("speo %d below spso %d", ps.End, ps.Start)
+		}
+		sp := &sharePartition{start: ps.Start, end: ps.End, recs: map[int64]*rec{}}
+		for _, r := range ps.Runs {
+			if r.First < ps.Start || r.Last >= ps.End || r.Last < r.First {
+				return nil, fmt.Errorf("run [%d, %d] outside [%d, %d)", r.First, r.Last, ps.Start, ps.End)
+			}
+			for o := r.First; o <= r.Last; o++ {
+				sp.recs[o] = &rec{state: r.State, count: r.Count}
+			}
+		}
+		g.parts[TP{ps.Topic, ps.Partition}] = sp
+	}
+	return g, nil
+}
