@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kawa-broker/kawa/dedup"
+	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 	"github.com/kawa-broker/kawa/internal/sqltest"
 )
 
@@ -293,18 +294,24 @@ func newCopies(b sqltest.Backend) *copies {
 // unless the handler ran once and the results were {Applied, Duplicate}.
 func (c *copies) run(t *testing.T, process func(fn func(context.Context, *sql.Tx) error) (dedup.Result, error), work func(context.Context, *sql.Tx) error) {
 	t.Helper()
+	// proceed lets the handler do its work; the test goroutine closes it
+	// once the other copy waits on the lock (PostgreSQL), at once otherwise,
+	// and on any exit, so the copies never outlive the test.
+	proceed := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(proceed) }) }
 	fn := func(ctx context.Context, tx *sql.Tx) error {
 		c.mu.Lock()
 		c.calls++
 		c.mu.Unlock()
 		c.entered.Wait()
-		if c.b.Dialect == dedup.Postgres {
-			waitForLockWaiter(t, c.b.DB)
-		}
+		<-proceed
 		return work(ctx, tx)
 	}
 	results := make(chan dedup.Result, 2)
 	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer release()
 	for range 2 {
 		wg.Go(func() {
 			res, err := process(fn)
@@ -314,6 +321,10 @@ func (c *copies) run(t *testing.T, process func(fn func(context.Context, *sql.Tx
 			results <- res
 		})
 	}
+	if c.b.Dialect == dedup.Postgres {
+		waitForLockWaiter(t, c.b.DB)
+	}
+	release()
 	wg.Wait()
 	close(results)
 	got := map[dedup.Result]int{}
@@ -327,22 +338,16 @@ func (c *copies) run(t *testing.T, process func(fn func(context.Context, *sql.Tx
 
 // waitForLockWaiter returns once another backend of this database waits on a
 // lock (the second copy's INSERT blocked on the first copy's key row). It
-// polls the server's state, with a deadline, because PostgreSQL has no event
-// for it.
+// polls the server's state because PostgreSQL has no event for it.
 func waitForLockWaiter(t *testing.T, db *sql.DB) {
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	t.Helper()
+	wait.Until(t, 10*time.Second, "a backend to wait on the key lock", func() bool {
 		var n int
 		if err := db.QueryRow(`SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
-			t.Errorf("pg_stat_activity: %v", err)
-			return
+			t.Fatalf("pg_stat_activity: %v", err)
 		}
-		if n > 0 {
-			return
-		}
-		time.Sleep(time.Millisecond) // polling interval, not synchronisation: the loop waits for the state
-	}
-	t.Errorf("no backend started waiting on the key lock within 10s")
+		return n > 0
+	})
 }
 
 func TestSequenceMode(t *testing.T) {

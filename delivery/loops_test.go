@@ -12,6 +12,7 @@ import (
 
 	"github.com/kawa-broker/kawa/delivery"
 	"github.com/kawa-broker/kawa/internal/kawatest"
+	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 )
 
 func cfg(b *kawatest.Broker, group string, topics ...string) delivery.Config {
@@ -155,25 +156,15 @@ func TestExactlyOnceCleanRunOutputsEachOnce(t *testing.T) {
 func waitCommitted(t *testing.T, b *kawatest.Broker, group, topic string) {
 	t.Helper()
 	want := endOffsets(t, b, topic)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	wait.Until(t, 60*time.Second, fmt.Sprintf("group %s's committed offsets to reach the end offsets %v", group, want), func() bool {
 		got := committed(t, b, group, topic)
-		ok := true
 		for p, e := range want {
 			if got[p] != e {
-				ok = false
+				return false
 			}
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("committed %v, want %v", got, want)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-		<-ctx.Done()
-		cancel()
-	}
+		return true
+	})
 }
 
 func TestConstructorsRefuseContradictingOptions(t *testing.T) {

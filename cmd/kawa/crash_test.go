@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -66,12 +67,8 @@ func TestCrashKeepsAcknowledgedRecords(t *testing.T) {
 			}
 		}
 	}()
-	for count.Load() < 3000 {
-		if ctx.Err() != nil {
-			t.Fatalf("only %d acks before timeout", count.Load())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	ctxEnd, _ := ctx.Deadline()
+	wait.Until(t, time.Until(ctxEnd), "3000 acks before the SIGKILL", func() bool { return count.Load() >= 3000 })
 	p.Kill() // SIGKILL mid-stream
 	close(stop)
 	wg.Wait()

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kawa-broker/kawa/internal/broker"
+	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 )
 
 // TestTxnCommitCompletedAfterCrash: a real kawa process acknowledges
@@ -60,12 +61,9 @@ func TestTxnCommitCompletedAfterCrash(t *testing.T) {
 		t.Fatalf("read_committed after the restart: %q, want every record of the transaction", got)
 	}
 	adm2 := kadm.NewClient(newClient(t, p2.Addr))
-	for deadline := time.Now().Add(10 * time.Second); describeTxn(t, ctx, adm2, txnID).State != "CompleteCommit"; {
-		if time.Now().After(deadline) {
-			t.Fatalf("state after the restart %q, want CompleteCommit", describeTxn(t, ctx, adm2, txnID).State)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.Until(t, 10*time.Second, "state CompleteCommit after the restart", func() bool {
+		return describeTxn(t, ctx, adm2, txnID).State == "CompleteCommit"
+	})
 }
 
 func describeTxn(t *testing.T, ctx context.Context, adm *kadm.Client, id string) kadm.DescribedTransaction {

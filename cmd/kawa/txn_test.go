@@ -16,6 +16,7 @@ import (
 	"github.com/kawa-broker/kawa/cmd/internal/cli"
 	"github.com/kawa-broker/kawa/internal/batch"
 	"github.com/kawa-broker/kawa/internal/kawatest"
+	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 )
 
 // TestTxnListDescribeAbort: `kawa txn list` and `describe` show an open
@@ -57,12 +58,7 @@ func TestTxnListDescribeAbort(t *testing.T) {
 	if out != fmt.Sprintf("aborted producer %d epoch %d on %s-0\n", pid, epoch, topic) {
 		t.Fatalf("txn abort: %q", out)
 	}
-	for deadline := time.Now().Add(5 * time.Second); listLatest(t, ctx, cl, topic, 1) != 3; {
-		if time.Now().After(deadline) {
-			t.Fatalf("LSO %d after the abort, want 3 (record, plain, marker)", listLatest(t, ctx, cl, topic, 1))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait.Until(t, 5*time.Second, "LSO 3 after the abort (record, plain, marker)", func() bool { return listLatest(t, ctx, cl, topic, 1) == 3 })
 	cons := k.Client(kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	fs := cons.PollFetches(ctx)
 	if recs := fs.Records(); len(recs) != 1 || string(recs[0].Value) != "plain" {

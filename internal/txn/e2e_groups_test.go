@@ -2,6 +2,7 @@ package txn_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kawa-broker/kawa/internal/kawatest"
+	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 )
 
 // Offsets committed in an aborted transaction (franz-go
@@ -166,16 +168,13 @@ func (r *raw) stableOffset(group, topic string) (int64, int16) {
 // error; UNSTABLE_OFFSET_COMMIT in between is transient.
 func (r *raw) waitStable(group, topic string, want int64) {
 	r.t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	wait.Until(r.t, 10*time.Second, fmt.Sprintf("OffsetFetch(require_stable) %s to answer %d", group, want), func() bool {
 		off, code := r.stableOffset(group, topic)
-		if code == 0 && off == want {
-			return
-		}
-		if code != 0 && code != kerr.UnstableOffsetCommit.Code || time.Now().After(deadline) {
+		if code != 0 && code != kerr.UnstableOffsetCommit.Code {
 			r.t.Fatalf("OffsetFetch(require_stable) %s: %d %s, want %d", group, off, codeName(code), want)
 		}
-		sleepMs(5)
-	}
+		return code == 0 && off == want
+	})
 }
 
 func groupState(r *raw, group string) string {
@@ -209,9 +208,7 @@ func TestTxnOffsetsCommitDuringRebalance(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go m2.join(ctx, time.Second) // parks: the group rebalances
-	for groupState(r, group) != "PreparingRebalance" {
-		sleepMs(2)
-	}
+	wait.Until(t, 10*time.Second, "the group to prepare a rebalance", func() bool { return groupState(r, group) == "PreparingRebalance" })
 	if e := r.endTxn(id, p, true); e.ErrorCode != 0 {
 		t.Fatalf("EndTxn during the rebalance: %s", codeName(e.ErrorCode))
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/kawa-broker/kawa/internal/batch"
 	"github.com/kawa-broker/kawa/internal/kawatest"
+	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 )
 
 // These are end-to-end tests of the transaction coordinator through a real
@@ -59,42 +61,89 @@ func produceTxn(t *testing.T, cl *kgo.Client, topic string, parts int32, commit 
 }
 
 // readAll consumes topic from the start with isolation until want records
-// arrived (or, with want < 0, until every partition reached its end) and
-// returns the values sorted.
+// arrived (or, with want < 0, until it read every partition to its end, see
+// consumeToEnd) and returns the values sorted.
 func readAll(t *testing.T, k *kawatest.Broker, topic string, committed bool, want int) []string {
 	t.Helper()
 	iso := kgo.ReadUncommitted()
 	if committed {
 		iso = kgo.ReadCommitted()
 	}
-	cl := k.Client(kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(iso), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond))
+	cl := k.Client(kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(iso), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(50*time.Millisecond), kgo.KeepControlRecords())
 	defer cl.Close()
 	var got []string
-	deadline := time.Now().Add(10 * time.Second)
-	idle := 0
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		for _, e := range fs.Errors() {
-			if !errors.Is(e.Err, context.DeadlineExceeded) {
-				t.Fatalf("fetch %s-%d: %v", e.Topic, e.Partition, e.Err)
-			}
+	defer func() {
+		if t.Failed() {
+			t.Logf("readAll %s (read_committed %v) read %q", topic, committed, got)
 		}
-		n := 0
-		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)); n++ })
-		if want >= 0 && len(got) >= want {
-			break
-		}
-		if n == 0 {
-			idle++
-		}
-		if want < 0 && idle >= 3 {
-			break
-		}
+	}()
+	keep := func(r *kgo.Record) { got = append(got, string(r.Value)) }
+	if want < 0 {
+		consumeToEnd(t, k, cl, topic, keep)
+	} else {
+		wait.Until(t, 10*time.Second, fmt.Sprintf("%d records from %s", want, topic), func() bool {
+			poll(t, cl, func(r *kgo.Record) {
+				if !r.Attrs.IsControl() {
+					keep(r)
+				}
+			})
+			return len(got) >= want
+		})
 	}
 	sort.Strings(got)
 	return got
+}
+
+// consumeToEnd polls cl, which consumes topic from the start keeping control
+// records (kgo.KeepControlRecords), until it has returned the record at
+// HW-1 of every partition holding records (HWs as of the call), and passes
+// every data record to fn. The end is an event, not a quiet spell: under
+// read_committed the record at HW-1 is a marker or visible data once the
+// LSO reaches HW (an aborted record has its marker before the LSO passes
+// it), so this also waits for every transaction on topic to settle.
+func consumeToEnd(t *testing.T, k *kawatest.Broker, cl *kgo.Client, topic string, fn func(*kgo.Record)) {
+	t.Helper()
+	offs, err := k.Admin().ListEndOffsets(ctxT(t), topic)
+	if err == nil {
+		err = offs.Error()
+	}
+	if err != nil {
+		t.Fatalf("ListOffsets %s: %v", topic, err)
+	}
+	ends := map[int32]int64{}
+	offs.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			ends[o.Partition] = o.Offset
+		}
+	})
+	reached := map[int32]bool{}
+	wait.Until(t, 10*time.Second, fmt.Sprintf("%s read to its end offsets %v", topic, ends), func() bool {
+		poll(t, cl, func(r *kgo.Record) {
+			if end, ok := ends[r.Partition]; ok && r.Offset >= end-1 {
+				reached[r.Partition] = true
+			}
+			if !r.Attrs.IsControl() {
+				fn(r)
+			}
+		})
+		return len(reached) == len(ends)
+	})
+}
+
+// poll fetches once (up to 300 ms) and passes each record, control records
+// included if cl keeps them, to fn; a fetch error fails the test.
+func poll(t *testing.T, cl *kgo.Client, fn func(*kgo.Record)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	fs := cl.PollFetches(ctx)
+	cancel()
+	for _, e := range fs.Errors() {
+		if !errors.Is(e.Err, context.DeadlineExceeded) {
+			t.Fatalf("fetch %s-%d: %v", e.Topic, e.Partition, e.Err)
+		}
+	}
+	fs.EachRecord(fn)
 }
 
 // waitVisible waits until read_committed shows exactly want (sorted).
@@ -163,18 +212,16 @@ func (r *raw) initPID(txnID string, timeoutMs int32, expected *pid) (*pid, int16
 // mustInit retries CONCURRENT_TRANSACTIONS.
 func (r *raw) mustInit(txnID string, timeoutMs int32, expected *pid) *pid {
 	r.t.Helper()
-	for range 100 {
-		p, code := r.initPID(txnID, timeoutMs, expected)
-		if code == 0 {
-			return p
-		}
-		if code != kerr.ConcurrentTransactions.Code {
+	var p *pid
+	wait.Until(r.t, 5*time.Second, fmt.Sprintf("InitProducerId(%s) past CONCURRENT_TRANSACTIONS", txnID), func() bool {
+		var code int16
+		p, code = r.initPID(txnID, timeoutMs, expected)
+		if code != 0 && code != kerr.ConcurrentTransactions.Code {
 			r.t.Fatalf("InitProducerId(%s): %v", txnID, kerr.ErrorForCode(code))
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	r.t.Fatalf("InitProducerId(%s): still CONCURRENT_TRANSACTIONS", txnID)
-	return nil
+		return code == 0
+	})
+	return p
 }
 
 func (r *raw) addPartitions(txnID string, p *pid, topic string, parts ...int32) int16 {
@@ -248,37 +295,46 @@ func (r *raw) latest(topic string, part int32, isolation int8) int64 {
 	return sp.Offset
 }
 
-// settled returns read_committed and read_uncommitted latest once they are
-// equal (nothing unstable) and, if want >= 0, equal to want; or their last
-// values after 5 s. NB: the partition moves its high watermark and LSO
-// asynchronously after an acks=all answer and after a marker is durable, so
-// an immediate read may lag; with want < 0 the values must also hold for
-// 20 ms.
+// settled waits until read_committed and read_uncommitted latest are equal
+// (nothing unstable) and, if want >= 0, equal to want, and returns them; it
+// fails the test after 5 s. NB: the partition moves its high watermark and
+// LSO asynchronously after an acks=all answer and after a marker is durable,
+// so an immediate read may lag. With want < 0 the partition must also hold
+// no open transaction (DescribeProducers: no current transaction start
+// offset), the state in which the two stay equal until the next write.
 func (r *raw) settled(topic string, part int32, want int64) (lso, hw int64) {
 	r.t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	wait.Until(r.t, 5*time.Second, fmt.Sprintf("%s-%d settled (LSO = HW = %d; -1: any, and no open transaction)", topic, part, want), func() bool {
 		lso, hw = r.latest(topic, part, 1), r.latest(topic, part, 0)
-		ok := lso == hw && (want < 0 || hw == want)
-		if ok && want < 0 {
-			sleepMs(20)
-			ok = r.latest(topic, part, 1) == lso && r.latest(topic, part, 0) == hw
-		}
-		if ok || time.Now().After(deadline) {
-			return lso, hw
-		}
-		sleepMs(2)
+		return lso == hw && (want >= 0 && hw == want || want < 0 && !r.openTxn(topic, part))
+	})
+	return lso, hw
+}
+
+// openTxn reports whether a producer has an open transaction on topic/part
+// (DescribeProducers, KIP-664).
+func (r *raw) openTxn(topic string, part int32) bool {
+	r.t.Helper()
+	req := kmsg.NewPtrDescribeProducersRequest()
+	rt := kmsg.NewDescribeProducersRequestTopic()
+	rt.Topic, rt.Partitions = topic, []int32{part}
+	req.Topics = append(req.Topics, rt)
+	sp := r.do(req).(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0]
+	if sp.ErrorCode != 0 {
+		r.t.Fatalf("DescribeProducers %s-%d: %v", topic, part, kerr.ErrorForCode(sp.ErrorCode))
 	}
+	for _, ap := range sp.ActiveProducers {
+		if ap.CurrentTxnStartOffset >= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // waitHW waits until read_uncommitted latest reaches want.
 func (r *raw) waitHW(topic string, part int32, want int64) {
 	r.t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); r.latest(topic, part, 0) < want; {
-		if time.Now().After(deadline) {
-			r.t.Fatalf("%s-%d: HW never reached %d", topic, part, want)
-		}
-		sleepMs(2)
-	}
+	wait.Until(r.t, 5*time.Second, fmt.Sprintf("%s-%d's HW to reach %d", topic, part, want), func() bool { return r.latest(topic, part, 0) >= want })
 }
 
 // fetch reads topic/part from offset with isolation (no waiting).
@@ -341,17 +397,12 @@ func (r *raw) describe(id string) kmsg.DescribeTransactionsResponseTransactionSt
 // waitState waits until DescribeTransactions shows one of states for id.
 func (r *raw) waitState(id string, states ...string) kmsg.DescribeTransactionsResponseTransactionState {
 	r.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		d := r.describe(id)
-		if d.ErrorCode == 0 && slices.Contains(states, d.State) {
-			return d
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("%s: state %q (%v), want one of %q", id, d.State, kerr.ErrorForCode(d.ErrorCode), states)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var d kmsg.DescribeTransactionsResponseTransactionState
+	wait.Until(r.t, 10*time.Second, fmt.Sprintf("%s to reach one of %q", id, states), func() bool {
+		d = r.describe(id)
+		return d.ErrorCode == 0 && slices.Contains(states, d.State)
+	})
+	return d
 }
 
 func codeName(c int16) string {
@@ -361,8 +412,6 @@ func codeName(c int16) string {
 	return kerr.ErrorForCode(c).Error()
 }
 
-func sleepMs(n int) { time.Sleep(time.Duration(n) * time.Millisecond) }
-
 // drainThenNext drains topic with a read_committed group consumer, then
 // writes one plain record to topic/part and returns the offset the consumer
 // receives it at (its position after the drain) and the offset it then
@@ -371,35 +420,27 @@ func drainThenNext(t *testing.T, k *kawatest.Broker, topic string, part int32) (
 	t.Helper()
 	group := name("g")
 	cl := k.Client(kgo.ConsumeTopics(topic), kgo.ConsumerGroup(group), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgo.FetchMaxWait(50*time.Millisecond))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgo.FetchMaxWait(50*time.Millisecond),
+		kgo.KeepControlRecords())
 	defer cl.Close()
-	for idle := 0; idle < 4; {
-		ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		if fs.NumRecords() == 0 {
-			idle++
+	consumeToEnd(t, k, cl, topic, func(r *kgo.Record) {
+		if r.Partition == part {
+			t.Fatalf("drain returned %s-%d@%d %q", r.Topic, r.Partition, r.Offset, r.Value)
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Partition == part {
-				t.Fatalf("drain returned %s-%d@%d %q", r.Topic, r.Partition, r.Offset, r.Value)
-			}
-		})
-	}
+	})
 	w := k.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err := w.ProduceSync(ctxT(t), &kgo.Record{Topic: topic, Partition: part, Value: []byte("w")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	next = -1
-	for deadline := time.Now().Add(10 * time.Second); next < 0 && time.Now().Before(deadline); {
-		ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
-		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-			if r.Partition == part {
+	wait.Until(t, 10*time.Second, fmt.Sprintf("the consumer to receive the record written to %s-%d", topic, part), func() bool {
+		poll(t, cl, func(r *kgo.Record) {
+			if r.Partition == part && !r.Attrs.IsControl() {
 				next = r.Offset
 			}
 		})
-		cancel()
-	}
+		return next >= 0
+	})
 	if err := cl.CommitUncommittedOffsets(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}

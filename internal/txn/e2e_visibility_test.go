@@ -1,10 +1,13 @@
 package txn_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/kawa-broker/kawa/internal/kawatest"
+	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 )
 
 const (
@@ -135,13 +138,9 @@ func TestAbortedRecordIsolation(t *testing.T) {
 // waitLSO waits until the read_committed latest offset reaches want.
 func (r *raw) waitLSO(topic string, part int32, want int64) {
 	r.t.Helper()
-	for range 2000 {
-		if r.latest(topic, part, readCommitted) >= want {
-			return
-		}
-		sleepMs(5)
-	}
-	r.t.Fatalf("%s-%d: LSO never reached %d", topic, part, want)
+	wait.Until(r.t, 10*time.Second, fmt.Sprintf("%s-%d's LSO to reach %d", topic, part, want), func() bool {
+		return r.latest(topic, part, readCommitted) >= want
+	})
 }
 
 // BL-29: 3 aborted records leave log end 4 (N+1); latest is 4 for both

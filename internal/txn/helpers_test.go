@@ -3,10 +3,12 @@ package txn
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 	"github.com/kawa-broker/kawa/internal/producer"
 )
 
@@ -186,17 +188,13 @@ func (e *env) end(id string, pe ProducerIDEpoch, commit, v2 bool) (ProducerIDEpo
 // waitState waits until id reaches want (completion runs in the background).
 func (e *env) waitState(id string, want State) Description {
 	e.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		d, err := e.c.Describe(id)
-		if err == nil && d.State == want {
-			return d
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%s: state %v (err %v), want %v", id, d.State, err, want)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	var d Description
+	wait.Until(e.t, 5*time.Second, fmt.Sprintf("%s to reach state %v", id, want), func() bool {
+		var err error
+		d, err = e.c.Describe(id)
+		return err == nil && d.State == want
+	})
+	return d
 }
 
 func tp(topic string, p int32) TopicPartition { return TopicPartition{topic, p} }
