@@ -75,6 +75,9 @@ var apis = [...]api{
 	{kmsg.ShareGroupHeartbeat, 1, 1, (*Broker).handleShareGroupHeartbeat},
 	{kmsg.ShareFetch, 1, 2, (*Broker).handleShareFetch},
 	{kmsg.ShareAcknowledge, 1, 2, (*Broker).handleShareAcknowledge},
+	{kmsg.DescribeShareGroupOffsets, 0, 1, (*Broker).handleDescribeShareGroupOffsets},
+	{kmsg.AlterShareGroupOffsets, 0, 0, (*Broker).handleAlterShareGroupOffsets},
+	{kmsg.DeleteShareGroupOffsets, 0, 0, (*Broker).handleDeleteShareGroupOffsets},
 }
 
 // lookup returns the table entry for key, if Kawa implements it.

@@ -49,7 +49,11 @@ func (b *Broker) handleListGroups(ctx context.Context, _ wire.RequestInfo, req k
 }
 
 func (b *Broker) handleDeleteGroups(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
-	return later(func() kmsg.Response { return b.groups.DeleteGroups(ctx, req.(*kmsg.DeleteGroupsRequest)) })
+	return later(func() kmsg.Response {
+		resp := b.groups.DeleteGroups(ctx, req.(*kmsg.DeleteGroupsRequest))
+		b.deleteShareGroups(resp)
+		return resp
+	})
 }
 
 func (b *Broker) handleOffsetDelete(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {

@@ -53,3 +53,22 @@ func (b *Broker) setShareGroupConfigs(rr kmsg.IncrementalAlterConfigsRequestReso
 	}
 	return nil
 }
+
+// deleteShareGroups completes a DeleteGroups answer of the classic/consumer
+// group coordinator: a group it does not know that is a share group is
+// deleted here (KIP-932: DeleteGroups deletes share groups too, with their
+// state; NON_EMPTY_GROUP while members remain).
+func (b *Broker) deleteShareGroups(resp kmsg.Response) {
+	dr, ok := resp.(*kmsg.DeleteGroupsResponse)
+	if !ok {
+		return
+	}
+	for i := range dr.Groups {
+		g := &dr.Groups[i]
+		if g.ErrorCode != kerr.GroupIDNotFound.Code || !b.shares.Has(g.Group) {
+			continue
+		}
+		err := b.shares.Delete(g.Group)
+		g.ErrorCode, g.ErrorMessage = errCode(err), errMsg(err)
+	}
+}

@@ -292,3 +292,73 @@ func TestShareGroupRestartKeepsAcks(t *testing.T) {
 		}
 	}
 }
+
+// AlterShareGroupOffsets moves the SPSO (delivery starts there),
+// DescribeShareGroupOffsets reports it, DeleteShareGroupOffsets forgets
+// it, and DeleteGroups deletes the share group.
+func TestShareGroupOffsetsAdmin(t *testing.T) {
+	t.Parallel()
+	k := kawatest.NewBroker(t)
+	k.CreateTopic("q", 1, nil)
+	shareProduce(t, k, "q", 0, 10)
+	ctx := context.Background()
+	cl := k.Client()
+
+	alt := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+	alt.GroupID = "g"
+	alt.Topics = []kmsg.AlterShareGroupOffsetsRequestTopic{{Topic: "q", Partitions: []kmsg.AlterShareGroupOffsetsRequestTopicPartition{{Partition: 0, StartOffset: 7}}}}
+	altr, err := alt.RequestWith(ctx, cl)
+	if err != nil || altr.ErrorCode != 0 || altr.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("AlterShareGroupOffsets: %v %+v", err, altr)
+	}
+	describe := func() int64 {
+		d := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+		d.Groups = []kmsg.DescribeShareGroupOffsetsRequestGroup{{GroupID: "g"}}
+		dr, err := d.RequestWith(ctx, cl)
+		if err != nil || dr.Groups[0].ErrorCode != 0 {
+			t.Fatalf("DescribeShareGroupOffsets: %v %+v", err, dr)
+		}
+		for _, rt := range dr.Groups[0].Topics {
+			if rt.Topic == "q" && len(rt.Partitions) == 1 {
+				return rt.Partitions[0].StartOffset
+			}
+		}
+		return -1
+	}
+	if got := describe(); got != 7 {
+		t.Fatalf("start offset %d after alter, want 7", got)
+	}
+
+	c := shareConsumer(k, "q", "g")
+	var got []string
+	pollUntil(t, c, func(r *kgo.Record) { got = append(got, string(r.Value)); r.Ack(kgo.AckAccept) }, func() bool { return len(got) >= 3 })
+	if len(got) != 3 || got[0] != "7" || got[2] != "9" {
+		t.Errorf("delivered %v after SPSO 7, want [7 8 9]", got)
+	}
+	c.Close()
+	if got := describe(); got != 10 {
+		t.Errorf("start offset %d after accepting all, want 10", got)
+	}
+
+	del := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+	del.GroupID = "g"
+	del.Topics = []kmsg.DeleteShareGroupOffsetsRequestTopic{{Topic: "q"}}
+	delr, err := del.RequestWith(ctx, cl)
+	if err != nil || delr.ErrorCode != 0 || delr.Topics[0].ErrorCode != 0 {
+		t.Fatalf("DeleteShareGroupOffsets: %v %+v", err, delr)
+	}
+	if got := describe(); got != -1 {
+		t.Errorf("start offset %d after delete, want -1 (no state)", got)
+	}
+
+	dg := kmsg.NewPtrDeleteGroupsRequest()
+	dg.Groups = []string{"g"}
+	dgr, err := dg.RequestWith(ctx, cl)
+	if err != nil || dgr.Groups[0].ErrorCode != 0 {
+		t.Fatalf("DeleteGroups: %v %+v", err, dgr)
+	}
+	dgr, err = dg.RequestWith(ctx, cl)
+	if err != nil || dgr.Groups[0].ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Errorf("second DeleteGroups: %v, code %d, want GROUP_ID_NOT_FOUND", err, dgr.Groups[0].ErrorCode)
+	}
+}

@@ -609,7 +609,7 @@ func (c *Coordinator) Acknowledge(groupID, memberID string, tp TP, acks []Ack) e
 	return bad
 }
 
-// Offsets is one share-partition's SPSO for DescribeShareGroupOffsets.
+// StartOffset is one share-partition's SPSO (ok false: not initialised).
 func (c *Coordinator) StartOffset(groupID string, tp TP) (int64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -738,4 +738,64 @@ func decode(b []byte) (*group, error) {
 		g.parts[TP{ps.Topic, ps.Partition}] = sp
 	}
 	return g, nil
+}
+
+// SetStartOffset is AlterShareGroupOffsets for one partition: the SPSO and
+// SPEO move to offset and all in-flight state of the partition is dropped,
+// so delivery restarts there. It creates the group if needed and persists
+// the change. Errors: kerr.NonEmptyGroup while the group has members
+// (KIP-932 requires an empty group), kerr.InvalidRequest for offset < 0.
+func (c *Coordinator) SetStartOffset(groupID string, tp TP, offset int64) error {
+	if groupID == "" || offset < 0 {
+		return kerr.InvalidRequest
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groupLocked(groupID, true)
+	c.expireMembersLocked(g, c.now())
+	if len(g.members) > 0 {
+		return kerr.NonEmptyGroup
+	}
+	g.parts[tp] = &sharePartition{start: offset, end: offset, recs: map[int64]*rec{}}
+	return c.saveLocked(g)
+}
+
+// StartOffsets returns every initialised share-partition of the group with
+// its SPSO (DescribeShareGroupOffsets with no topics); ok is false for an
+// unknown group.
+func (c *Coordinator) StartOffsets(groupID string) (map[TP]int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[groupID]
+	if g == nil {
+		return nil, false
+	}
+	out := make(map[TP]int64, len(g.parts))
+	for tp, sp := range g.parts {
+		out[tp] = sp.start
+	}
+	return out, true
+}
+
+// DeleteTopicState is DeleteShareGroupOffsets for one topic: every
+// share-partition of topic is forgotten (the next fetch starts at
+// share.auto.offset.reset again) and the change persisted. Errors:
+// kerr.GroupIDNotFound, kerr.NonEmptyGroup while the group has members.
+func (c *Coordinator) DeleteTopicState(groupID, topic string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[groupID]
+	if g == nil {
+		return kerr.GroupIDNotFound
+	}
+	c.expireMembersLocked(g, c.now())
+	if len(g.members) > 0 {
+		return kerr.NonEmptyGroup
+	}
+	for tp := range g.parts {
+		if tp.Topic == topic {
+			delete(g.parts, tp)
+		}
+	}
+	return c.saveLocked(g)
 }

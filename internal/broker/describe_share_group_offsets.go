@@ -1,0 +1,67 @@
+package broker
+
+import (
+	"context"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kawa-broker/kawa/internal/share"
+	"github.com/kawa-broker/kawa/internal/wire"
+)
+
+// DescribeShareGroupOffsets (key 90), versions 0-1 (KIP-932).
+//
+// Behaviour: per group, the share-partition start offset of each asked
+// partition, or of every initialised share-partition when topics is null
+// or empty. A partition not yet initialised answers start_offset -1.
+// leader_epoch is 0 (Kawa has one broker); lag (v1) is -1 (not computed).
+// Errors per group: GROUP_ID_NOT_FOUND; per partition
+// UNKNOWN_TOPIC_OR_PARTITION.
+func (b *Broker) handleDescribeShareGroupOffsets(_ context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+	r := req.(*kmsg.DescribeShareGroupOffsetsRequest)
+	resp := r.ResponseKind().(*kmsg.DescribeShareGroupOffsetsResponse)
+	for _, rg := range r.Groups {
+		sg := kmsg.DescribeShareGroupOffsetsResponseGroup{GroupID: rg.GroupID}
+		all, ok := b.shares.StartOffsets(rg.GroupID)
+		if !ok {
+			sg.ErrorCode = kerr.GroupIDNotFound.Code
+			resp.Groups = append(resp.Groups, sg)
+			continue
+		}
+		asked := map[string][]int32{}
+		if len(rg.Topics) == 0 {
+			for tp := range all {
+				asked[tp.Topic] = append(asked[tp.Topic], tp.Partition)
+			}
+		}
+		for _, rt := range rg.Topics {
+			asked[rt.Topic] = append(asked[rt.Topic], rt.Partitions...)
+		}
+		names := make([]string, 0, len(asked))
+		for n := range asked {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			t, known := b.catalog.Get(name)
+			st := kmsg.DescribeShareGroupOffsetsResponseGroupTopic{Topic: name, TopicID: t.ID}
+			ps := asked[name]
+			sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+			for _, p := range ps {
+				sp := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
+				sp.Partition, sp.StartOffset, sp.Lag = p, -1, -1
+				if !known || p < 0 || p >= t.Partitions {
+					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				} else if off, ok := all[share.TP{Topic: name, Partition: p}]; ok {
+					sp.StartOffset = off
+				}
+				st.Partitions = append(st.Partitions, sp)
+			}
+			sg.Topics = append(sg.Topics, st)
+		}
+		resp.Groups = append(resp.Groups, sg)
+	}
+	return now(resp)
+}
