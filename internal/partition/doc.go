@@ -11,7 +11,10 @@
 // FsyncAlways: only fsynced data is below the HW) or by the appending
 // goroutine right after the append (other policies, and every LSO change
 // under mu). The notifier never takes mu, so Close, which holds mu, can wait
-// for it. Every change of {HW, LSO} closes the current wake channel and
+// for it; it computes the LSO from the first unstable offset kept under
+// pubMu, so Append lowers that offset to a transactional batch's base before
+// writing the batch (a HW published between the write and the end of Append
+// must not carry the LSO past the open transaction's data). Every change of {HW, LSO} closes the current wake channel and
 // installs a fresh one, so a fetch parked on Wake() wakes on appends, not on
 // timers alone. A Partition starts no goroutine of its own.
 //

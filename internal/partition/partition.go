@@ -29,8 +29,7 @@ const (
 	ReadCommitted   int8 = 1
 )
 
-// snapshotEvery is how many bytes may be appended between producer-state
-// snapshots; it bounds the log scan needed on restart.
+// snapshotEvery is the default of Options.SnapshotBytes.
 const snapshotEvery = 64 << 20
 
 // Options configures a partition.
@@ -38,6 +37,9 @@ type Options struct {
 	Log                log.Options
 	ProducerExpiration time.Duration // producer.id.expiration.ms
 	Logger             *slog.Logger
+	// SnapshotBytes is how many bytes may be appended between producer-state
+	// snapshots (0 = 64 MiB); it bounds the log scan needed on restart.
+	SnapshotBytes int64
 }
 
 // Partition is one partition of one topic. Safe for concurrent use.
@@ -52,6 +54,7 @@ type Partition struct {
 	log           *log.Log
 	producers     *producer.State
 	sinceSnapshot int64        // bytes appended since the last snapshot
+	snapshotBytes int64        // Options.SnapshotBytes, defaulted
 	aborted       []AbortedTxn // sorted by LastOffset; persisted in txnindex.go
 	replaying     bool         // Open's log scan: index entries are re-derived, not appended
 	offlineLogged atomic.Bool  // the partition went offline (sticky log error) and said so
@@ -92,7 +95,11 @@ func Open(topic string, index int32, dir string, o Options) (*Partition, error) 
 		Topic: topic, Index: index, dir: dir, fs: o.Log.FS, lg: o.Logger,
 		wake:          make(chan struct{}),
 		durableAlways: o.Log.Fsync == log.FsyncAlways,
+		snapshotBytes: o.SnapshotBytes,
 		unstable:      0, // nothing is stable until loadProducers has run
+	}
+	if p.snapshotBytes <= 0 {
+		p.snapshotBytes = snapshotEvery
 	}
 	p.offs.Store(&offsets{})
 	lo := o.Log
@@ -147,6 +154,18 @@ func (p *Partition) publishLocked(hw int64) {
 	p.unstable = unstable
 	p.pubMu.Unlock()
 	p.publish(hw)
+}
+
+// pinUnstable lowers the first unstable offset to off (never raises it)
+// without publishing: the published LSO is already <= HW <= off. A
+// transaction's first offset must be known to every publisher before its data
+// is in the log, since the notifier publishes without mu. publishLocked then
+// sets the exact value from the producer state (the same offset, or an
+// earlier one if the producer's transaction began before). The caller holds mu.
+func (p *Partition) pinUnstable(off int64) {
+	p.pubMu.Lock()
+	p.unstable = min(p.unstable, off)
+	p.pubMu.Unlock()
 }
 
 // Wake returns a channel closed at the next HW or LSO advance.
@@ -208,6 +227,13 @@ func (p *Partition) Append(b []byte, h batch.Header, logAppendTime bool, now tim
 		appendTime = now.UnixMilli()
 		batch.SetLogAppendTime(b, appendTime)
 	}
+	if info.Transactional {
+		// The log's notifier (or a WaitDurable) may publish a HW covering this
+		// batch as soon as it is written and fsynced, before publishLocked
+		// below refreshes the first unstable offset from the producer state.
+		// So the LSO is pinned at the batch's base before the write.
+		p.pinUnstable(p.log.End())
+	}
 	base, err := p.log.Append(b)
 	if err != nil {
 		return AppendResult{}, p.offline(err)
@@ -220,7 +246,7 @@ func (p *Partition) Append(b []byte, h batch.Header, logAppendTime bool, now tim
 
 func (p *Partition) afterAppendLocked(n int64) {
 	p.sinceSnapshot += n
-	if p.sinceSnapshot >= snapshotEvery {
+	if p.sinceSnapshot >= p.snapshotBytes {
 		if err := p.snapshotLocked(); err != nil {
 			p.lg.Warn("producer snapshot failed", "topic", p.Topic, "partition", p.Index, "err", err)
 		}
