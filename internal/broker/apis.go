@@ -73,6 +73,7 @@ var apis = [...]api{
 	{kmsg.ConsumerGroupHeartbeat, 0, 1, (*Broker).handleConsumerGroupHeartbeat},
 	{kmsg.ConsumerGroupDescribe, 0, 1, (*Broker).handleConsumerGroupDescribe},
 	{kmsg.ShareGroupHeartbeat, 1, 1, (*Broker).handleShareGroupHeartbeat},
+	{kmsg.ShareGroupDescribe, 1, 1, (*Broker).handleShareGroupDescribe},
 	{kmsg.ShareFetch, 1, 2, (*Broker).handleShareFetch},
 	{kmsg.ShareAcknowledge, 1, 2, (*Broker).handleShareAcknowledge},
 	{kmsg.DescribeShareGroupOffsets, 0, 1, (*Broker).handleDescribeShareGroupOffsets},

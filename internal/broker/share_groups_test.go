@@ -362,3 +362,36 @@ func TestShareGroupOffsetsAdmin(t *testing.T) {
 		t.Errorf("second DeleteGroups: %v, code %d, want GROUP_ID_NOT_FOUND", err, dgr.Groups[0].ErrorCode)
 	}
 }
+
+// ShareGroupDescribe lists a consuming member with its subscription and
+// assignment; after it leaves the group is Empty.
+func TestShareGroupDescribe(t *testing.T) {
+	t.Parallel()
+	k := kawatest.NewBroker(t)
+	shareSetup(t, k, "q", "g", 1)
+	c := shareConsumer(k, "q", "g")
+	n := 0
+	pollUntil(t, c, func(r *kgo.Record) { n++ }, func() bool { return n > 0 })
+	describe := func() kmsg.ShareGroupDescribeResponseGroup {
+		d := kmsg.NewPtrShareGroupDescribeRequest()
+		d.GroupIDs = []string{"g"}
+		dr, err := d.RequestWith(context.Background(), k.Client())
+		if err != nil || len(dr.Groups) != 1 || dr.Groups[0].ErrorCode != 0 {
+			t.Fatalf("ShareGroupDescribe: %v %+v", err, dr)
+		}
+		return dr.Groups[0]
+	}
+	g := describe()
+	if g.GroupState != "Stable" || len(g.Members) != 1 {
+		t.Fatalf("state %s with %d members, want Stable with 1", g.GroupState, len(g.Members))
+	}
+	m := g.Members[0]
+	if len(m.SubscribedTopicNames) != 1 || m.SubscribedTopicNames[0] != "q" || len(m.Assignment.TopicPartitions) != 1 ||
+		m.Assignment.TopicPartitions[0].Topic != "q" || len(m.Assignment.TopicPartitions[0].Partitions) != 1 {
+		t.Errorf("member %+v, want subscribed to and assigned q[0]", m)
+	}
+	c.Close() // leaves the group (member epoch -1)
+	if g := describe(); g.GroupState != "Empty" || len(g.Members) != 0 {
+		t.Errorf("after close: state %s with %d members, want Empty with 0", g.GroupState, len(g.Members))
+	}
+}

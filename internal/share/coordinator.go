@@ -302,7 +302,12 @@ func (c *Coordinator) Heartbeat(groupID, memberID string, memberEpoch int32, top
 	}
 	m.epoch = g.epoch
 	m.deadline = now.Add(g.duration(ConfigSessionTimeout, DefaultSessionTimeout))
-	a := Assignment{MemberID: memberID, MemberEpoch: m.epoch, Partitions: map[string][]int32{}}
+	return Assignment{MemberID: memberID, MemberEpoch: m.epoch, Partitions: m.assignment(resolve)}, nil
+}
+
+// assignment is every partition of every subscribed topic that exists.
+func (m *member) assignment(resolve Topics) map[string][]int32 {
+	out := map[string][]int32{}
 	for _, t := range m.topics {
 		n, ok := resolve(t)
 		if !ok {
@@ -312,9 +317,9 @@ func (c *Coordinator) Heartbeat(groupID, memberID string, memberEpoch int32, top
 		for i := range ps {
 			ps[i] = int32(i)
 		}
-		a.Partitions[t] = ps
+		out[t] = ps
 	}
-	return a, nil
+	return out
 }
 
 func equalStrings(a, b []string) bool {
@@ -391,15 +396,7 @@ func (c *Coordinator) Describe(groupID string, resolve Topics) (GroupInfo, bool)
 	sort.Strings(ids)
 	for _, id := range ids {
 		m := g.members[id]
-		mm := Member{ID: id, Epoch: m.epoch, Topics: m.topics, Assignments: map[string][]int32{}}
-		for _, t := range m.topics {
-			if n, ok := resolve(t); ok {
-				for p := int32(0); p < n; p++ {
-					mm.Assignments[t] = append(mm.Assignments[t], p)
-				}
-			}
-		}
-		info.Members = append(info.Members, mm)
+		info.Members = append(info.Members, Member{ID: id, Epoch: m.epoch, Topics: m.topics, Assignments: m.assignment(resolve)})
 	}
 	return info, true
 }
@@ -609,35 +606,34 @@ func (c *Coordinator) Acknowledge(groupID, memberID string, tp TP, acks []Ack) e
 	return bad
 }
 
-// StartOffset is one share-partition's SPSO (ok false: not initialised).
-func (c *Coordinator) StartOffset(groupID string, tp TP) (int64, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	g := c.groups[groupID]
-	if g == nil || g.parts[tp] == nil {
-		return 0, false
-	}
-	return g.parts[tp].start, true
-}
-
 // Delete removes an empty share group and its state (DeleteGroups).
 // Errors: kerr.GroupIDNotFound, kerr.NonEmptyGroup.
 func (c *Coordinator) Delete(groupID string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	g := c.groups[groupID]
-	if g == nil {
-		return kerr.GroupIDNotFound
-	}
-	c.expireMembersLocked(g, c.now())
-	if len(g.members) > 0 {
-		return kerr.NonEmptyGroup
+	_, err := c.emptyGroupLocked(groupID)
+	if err != nil {
+		return err
 	}
 	if err := c.fs.Remove(c.path(groupID)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	delete(c.groups, groupID)
 	return c.fs.SyncDir(c.dir)
+}
+
+// emptyGroupLocked returns a group that exists and has no members (after
+// expiring timed-out ones). Errors: kerr.GroupIDNotFound, kerr.NonEmptyGroup.
+func (c *Coordinator) emptyGroupLocked(groupID string) (*group, error) {
+	g := c.groups[groupID]
+	if g == nil {
+		return nil, kerr.GroupIDNotFound
+	}
+	c.expireMembersLocked(g, c.now())
+	if len(g.members) > 0 {
+		return nil, kerr.NonEmptyGroup
+	}
+	return g, nil
 }
 
 // Has reports whether groupID is a share group.
@@ -784,13 +780,9 @@ func (c *Coordinator) StartOffsets(groupID string) (map[TP]int64, bool) {
 func (c *Coordinator) DeleteTopicState(groupID, topic string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	g := c.groups[groupID]
-	if g == nil {
-		return kerr.GroupIDNotFound
-	}
-	c.expireMembersLocked(g, c.now())
-	if len(g.members) > 0 {
-		return kerr.NonEmptyGroup
+	g, err := c.emptyGroupLocked(groupID)
+	if err != nil {
+		return err
 	}
 	for tp := range g.parts {
 		if tp.Topic == topic {
