@@ -63,6 +63,7 @@ func consumeFlags() (*cli.FlagSet, *consumeOpts) {
 	fs := cli.NewFlagSet("consume", "kawa consume --topic T [--from-beginning | --offset N] [--partition P] [--max-messages N] [--group G] [--isolation read_committed|read_uncommitted] [--print-key] [--timeout D]")
 	o := &consumeOpts{}
 	fs.StringVar(&o.brokers, "brokers", cli.DefaultBrokers, "comma-separated `host:port` list of seed brokers")
+	cli.CommandConfigFlag(fs)
 	fs.StringVar(&o.topic, "topic", "", "topic to consume (required)")
 	fs.BoolVar(&o.fromBeginning, "from-beginning", false, "start at the log start offset instead of the end")
 	fs.Int64Var(&o.offset, "offset", -1, "start at this offset (needs --partition)")

@@ -129,9 +129,17 @@ func isFlagValue(fs *FlagSet, args []string, i int) bool {
 	return !ok || !b.IsBoolFlag()
 }
 
-// BrokersFlag registers --brokers on fs.
+// BrokersFlag registers --brokers on fs, and Kafka's --command-config
+// (client security properties, see CommandConfigOpts), which ClientFor reads.
 func BrokersFlag(fs *FlagSet) *string {
+	CommandConfigFlag(fs)
 	return fs.String("brokers", DefaultBrokers, "comma-separated `host:port` list of seed brokers")
+}
+
+// CommandConfigFlag registers --command-config on fs (BrokersFlag does it
+// too); ClientFor reads it.
+func CommandConfigFlag(fs *FlagSet) {
+	fs.String(commandConfigFlag, "", "Kafka client properties `file`: security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location")
 }
 
 // SeedBrokers splits a --brokers value, rejecting an empty list.
@@ -148,13 +156,22 @@ func SeedBrokers(fs *FlagSet, list string) ([]string, error) {
 	return out, nil
 }
 
-// ClientFor builds a kgo client for the given --brokers value.
+// ClientFor builds a kgo client for the given --brokers value, secured as
+// fs's --command-config file says, if BrokersFlag registered it and it is set.
 func ClientFor(fs *FlagSet, brokers string, opts ...kgo.Opt) (*kgo.Client, error) {
 	seeds, err := SeedBrokers(fs, brokers)
 	if err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...)...)
+	all := []kgo.Opt{kgo.SeedBrokers(seeds...)}
+	if f := fs.Lookup(commandConfigFlag); f != nil && f.Value.String() != "" {
+		sec, err := CommandConfigOpts(f.Value.String())
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, sec...)
+	}
+	cl, err := kgo.NewClient(append(all, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
