@@ -46,7 +46,10 @@ func TestStoreDurable(t *testing.T) {
 
 	c, _ := s2.Lookup("alice", auth.ScramSHA512)
 	cl, _ := xscram.SHA512.NewClient("alice", "secret", "")
-	want := cl.GetStoredCredentials(xscram.KeyFactors{Salt: string(c.Salt), Iters: c.Iterations})
+	want, err := cl.GetStoredCredentialsWithError(xscram.KeyFactors{Salt: string(c.Salt), Iters: c.Iterations})
+	if err != nil {
+		t.Fatal(err)
+	}
 	salted := saltedPassword(t, "secret", c.Salt, c.Iterations)
 	fromSalted, err := auth.CredentialFromSalted(auth.ScramSHA512, c.Iterations, c.Salt, salted)
 	if err != nil {

@@ -16,6 +16,8 @@ import (
 // ErrAuthentication is a failed login: wrong password, unknown user, or a
 // malformed or out-of-order message. Its text is what the client is told
 // (SaslAuthenticate's error message), so it never says which part was wrong.
+//
+//lint:ignore ST1005 the text is Kafka's own, which clients show and match on
 var ErrAuthentication = errors.New("Authentication failed: Invalid username or password")
 
 // ClientMessage is the text a client is told for a failed exchange err:
@@ -201,6 +203,7 @@ func (s *scramSession) Step(in []byte) ([]byte, bool, error) {
 
 func (s *scramSession) success(out string) ([]byte, bool, error) {
 	if az := s.conv.AuthzID(); az != "" && az != s.conv.Username() {
+		//lint:ignore ST1005 same prefix as Kafka's failure text (ErrAuthentication)
 		return nil, false, errors.New("Authentication failed: authorization id differs from the user")
 	}
 	return []byte(out), true, nil
