@@ -687,3 +687,27 @@ func TestCrashPointsInProcess(t *testing.T) {
 		}
 	})
 }
+
+// TestMigrateAppUser: once the schema is current, Migrate runs no DDL, so an
+// application user without CREATE on the schema (PostgreSQL: a role with
+// only table privileges) can start; before, CREATE TABLE IF NOT EXISTS
+// kawa_dedup_schema failed with "permission denied for schema public".
+func TestMigrateAppUser(t *testing.T) {
+	sqltest.Each(t, func(t *testing.T, b sqltest.Backend) {
+		ctx := context.Background()
+		if err := newStore(t, b, "app").Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		app, d := sqltest.Open(t, sqltest.AppUserURL(t, b))
+		s, err := dedup.New(app, d, "app")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatalf("Migrate as the application user on a current schema: %v", err)
+		}
+		if n := count(t, b.DB, `SELECT COUNT(*) FROM kawa_dedup_schema`); n != dedup.SchemaVersion {
+			t.Fatalf("schema rows = %d, want %d", n, dedup.SchemaVersion)
+		}
+	})
+}

@@ -97,6 +97,13 @@ var migrateLockID = lockID("kawa_dedup.migrate")
 // A database at a newer version than this package knows is an error (an
 // older binary must not write a schema it does not understand).
 func (s *Store) Migrate(ctx context.Context) error {
+	// A current schema needs no lock and no DDL: checking first lets an
+	// application user without CREATE on the schema start (a DBA migrated).
+	if v, err := s.storedVersion(ctx, s.db); err != nil {
+		return fmt.Errorf("dedup: migrate: read version: %w", err)
+	} else if v == SchemaVersion {
+		return nil
+	}
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("dedup: migrate: %w", err)
@@ -129,6 +136,9 @@ func (s *Store) migrateLocked(ctx context.Context, conn *sql.Conn, lock string) 
 			return fmt.Errorf("lock: %w", err)
 		}
 	}
+	// Under the lock, create the version table before reading it: after
+	// pg_advisory_xact_lock, to_regclass may still answer from a catalog
+	// cache that predates the table another caller just committed.
 	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS kawa_dedup_schema (
 	version INTEGER PRIMARY KEY,
 	applied_at BIGINT NOT NULL
@@ -156,4 +166,42 @@ func (s *Store) migrateLocked(ctx context.Context, conn *sql.Conn, lock string) 
 		}
 	}
 	return nil
+}
+
+// RowQueryer is the part of *sql.DB, *sql.Conn and *sql.Tx that TableExists
+// needs.
+type RowQueryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// TableExists reports whether the table name (unqualified: the search path's
+// first match on PostgreSQL, the main schema on SQLite) exists in d's
+// database. It reads the catalog only (to_regclass, sqlite_master), so a
+// least-privilege user without CREATE on the schema can call it: Migrate
+// uses it to run no DDL when the schema is already current, because even
+// CREATE TABLE IF NOT EXISTS needs CREATE on PostgreSQL.
+func TableExists(ctx context.Context, q RowQueryer, d Dialect, name string) (bool, error) {
+	query := `SELECT to_regclass($1) IS NOT NULL`
+	if d == SQLite {
+		query = `SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = ?`
+	}
+	var ok bool
+	if err := q.QueryRowContext(ctx, query, name).Scan(&ok); err != nil {
+		return false, fmt.Errorf("table %s exists: %w", name, err)
+	}
+	return ok, nil
+}
+
+// storedVersion returns the highest version recorded in kawa_dedup_schema, 0
+// when the table does not exist, reading only (see TableExists).
+func (s *Store) storedVersion(ctx context.Context, q RowQueryer) (int, error) {
+	ok, err := TableExists(ctx, q, s.dialect, "kawa_dedup_schema")
+	if err != nil || !ok {
+		return 0, err
+	}
+	var v int
+	if err := q.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM kawa_dedup_schema`).Scan(&v); err != nil {
+		return 0, err
+	}
+	return v, nil
 }

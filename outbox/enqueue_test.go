@@ -193,3 +193,40 @@ func TestRelaysShareShards(t *testing.T) {
 		}
 	})
 }
+
+// TestMigrateAppUser: once the schema is current, Migrate runs no DDL, so an
+// application user without CREATE on the schema (PostgreSQL: a role with
+// only table privileges) can start and enqueue; before, CREATE TABLE IF NOT
+// EXISTS kawa_outbox_schema failed with "permission denied for schema
+// public".
+func TestMigrateAppUser(t *testing.T) {
+	sqltest.Each(t, func(t *testing.T, be sqltest.Backend) {
+		ctx := context.Background()
+		if err := outbox.Migrate(ctx, be.DB, be.Dialect); err != nil {
+			t.Fatal(err)
+		}
+		app, d := sqltest.Open(t, sqltest.AppUserURL(t, be))
+		if err := outbox.Migrate(ctx, app, d); err != nil {
+			t.Fatalf("Migrate as the application user on a current schema: %v", err)
+		}
+		ob, err := outbox.New(app, d, outbox.Config{Source: "appuser"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := app.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if _, err := ob.Enqueue(ctx, tx, outbox.Record{Topic: testTopic, Key: []byte("k")}); err != nil {
+			t.Fatalf("Enqueue as the application user: %v", err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := be.DB.QueryRow(`SELECT COUNT(*) FROM kawa_outbox`).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("kawa_outbox rows = %d, %v; want 1", n, err)
+		}
+	})
+}

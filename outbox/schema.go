@@ -111,6 +111,13 @@ func Migrate(ctx context.Context, db *sql.DB, d dedup.Dialect) error {
 	if !ok {
 		return fmt.Errorf("outbox: migrate: unknown dialect %v", d)
 	}
+	// A current schema needs no lock and no DDL: checking first lets an
+	// application user without CREATE on the schema start (a DBA migrated).
+	if have, err := storedVersion(ctx, db, d); err != nil {
+		return fmt.Errorf("outbox: migrate: read version: %w", err)
+	} else if have == SchemaVersion {
+		return nil
+	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("outbox: migrate: begin: %w", err)
@@ -122,6 +129,9 @@ func Migrate(ctx context.Context, db *sql.DB, d dedup.Dialect) error {
 			return fmt.Errorf("outbox: migrate: lock: %w", err)
 		}
 	}
+	// Under the lock, create the version table before reading it: after
+	// pg_advisory_xact_lock, to_regclass may still answer from a catalog
+	// cache that predates the table another caller just committed.
 	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS kawa_outbox_schema (version INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("outbox: migrate: version table: %w", err)
 	}
@@ -137,7 +147,7 @@ func Migrate(ctx context.Context, db *sql.DB, d dedup.Dialect) error {
 		return fmt.Errorf("outbox: migrate: database has schema version %d, this package knows up to %d", have, SchemaVersion)
 	}
 	if have == SchemaVersion {
-		return tx.Commit()
+		return tx.Commit() // another caller migrated while we waited for the lock
 	}
 	for _, s := range stmts {
 		if _, err := tx.ExecContext(ctx, s); err != nil {
@@ -156,6 +166,21 @@ func Migrate(ctx context.Context, db *sql.DB, d dedup.Dialect) error {
 		return fmt.Errorf("outbox: migrate: commit: %w", err)
 	}
 	return nil
+}
+
+// storedVersion returns the version recorded in kawa_outbox_schema, 0 when
+// the table or its row does not exist, reading only (see dedup.TableExists).
+func storedVersion(ctx context.Context, q dedup.RowQueryer, d dedup.Dialect) (int, error) {
+	ok, err := dedup.TableExists(ctx, q, d, "kawa_outbox_schema")
+	if err != nil || !ok {
+		return 0, err
+	}
+	var have int
+	err = q.QueryRowContext(ctx, `SELECT version FROM kawa_outbox_schema`).Scan(&have)
+	if err == sql.ErrNoRows {
+		return 0, nil
+	}
+	return have, err
 }
 
 func firstLine(s string) string {

@@ -117,3 +117,52 @@ func New(t testing.TB, name string) Backend {
 	db, d := Open(t, u)
 	return Backend{Name: name, URL: u, DB: db, Dialect: d}
 }
+
+// AppUserURL returns the URL of a least-privilege application user of b's
+// database: on PostgreSQL a new LOGIN role with SELECT, INSERT, UPDATE and
+// DELETE on the tables that exist now in schema public (and USAGE on its
+// sequences) but no CREATE on the schema, dropped when the test ends; call it
+// after migrating as the superuser. SQLite has no privileges, so there it
+// returns b.URL.
+func AppUserURL(t testing.TB, b Backend) string {
+	t.Helper()
+	if b.Dialect != dedup.Postgres {
+		return b.URL
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var r [6]byte
+	rand.Read(r[:])
+	role := "kawa_app_" + hex.EncodeToString(r[:])
+	for _, s := range []string{
+		"CREATE ROLE " + role + " LOGIN",
+		"REVOKE CREATE ON SCHEMA public FROM PUBLIC",
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO " + role,
+		"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO " + role,
+	} {
+		if _, err := b.DB.ExecContext(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	// Registered after b.DB's cleanups, so it runs before they close it.
+	// DROP OWNED revokes the role's privileges in this database and on
+	// shared objects, which DROP ROLE requires.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, s := range []string{"DROP OWNED BY " + role, "DROP ROLE " + role} {
+			if _, err := b.DB.ExecContext(ctx, s); err != nil {
+				t.Errorf("%s: %v", s, err)
+			}
+		}
+	})
+	u, err := url.Parse(b.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("user", role)
+	u.RawQuery = q.Encode()
+	u.User = nil
+	return u.String()
+}
