@@ -49,7 +49,7 @@ func TestCompactionKeepsProducerState(t *testing.T) {
 	if err := k.B.CleanNow(); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range readAll(t, k, "ic", false) {
+	for _, r := range readAll(t, k, "ic") {
 		if v := string(r.Value); strings.HasPrefix(v, "first-") || strings.HasPrefix(v, "second-") {
 			t.Fatalf("superseded record %s=%s at %d survived cleaning", r.Key, v, r.Offset)
 		}
@@ -82,7 +82,7 @@ func TestCompactionKeepsProducerState(t *testing.T) {
 	c.mustProduce("ic", 0, last, 5)
 	end := int64(5 + 5 + len(keys) + 20)
 	c.mustProduce("ic", 0, p.keyedBatch(10, "third", "a"), end)
-	got := latest(readAll(t, k, "ic", false))
+	got := latest(readAll(t, k, "ic"))
 	if string(got["a"]) != "third-a" || string(got["b"]) != "plain-b" {
 		t.Fatalf("after the retry and the next batch: a=%q b=%q", got["a"], got["b"])
 	}

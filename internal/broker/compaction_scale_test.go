@@ -73,7 +73,7 @@ func TestCompactionScale(t *testing.T) {
 		t.Fatalf("removed %d records, want %d", st.RecordsRemoved, keys*(versions-1))
 	}
 	check := func(stage string) {
-		got := readAll(t, k, "big", false)
+		got := readAll(t, k, "big")
 		if len(got) != keys+1100 {
 			t.Fatalf("%s: %d records, want %d", stage, len(got), keys+1100)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kawa-broker/kawa/internal/config"
 	"github.com/kawa-broker/kawa/internal/kawatest"
+	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
@@ -51,11 +52,9 @@ func rollPast(t *testing.T, cl *kgo.Client, topic, prefix string, n int) {
 	produceAll(t, cl, recs)
 }
 
-// readAll consumes topic partition 0 from offset 0 with the given isolation level and returns the records in
-// order: read_uncommitted up to the high watermark; read_committed up to the last non-transactional record below
-// the last stable offset (the tests here end every stage with plain records, so nothing visible follows it; a
-// marker or aborted data as the last offset would leave no record to wait for).
-func readAll(t *testing.T, k *kawatest.Broker, topic string, committed bool) []*kgo.Record {
+// listOffset returns topic partition 0's high watermark, or with committed its last stable offset (ListOffsets
+// with isolation level READ_COMMITTED, KIP-98).
+func listOffset(t *testing.T, k *kawatest.Broker, topic string, committed bool) int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -64,26 +63,31 @@ func readAll(t *testing.T, k *kawatest.Broker, topic string, committed bool) []*
 	if committed {
 		list = adm.ListCommittedOffsets
 	}
-	ends, err := list(ctx, topic)
+	offs, err := list(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	end, _ := ends.Lookup(topic, 0)
-	last := end.Offset - 1
-	if committed {
-		last = -1
-		for _, r := range readAll(t, k, topic, false) {
-			if r.Offset < end.Offset && !r.Attrs.IsTransactional() {
-				last = r.Offset
-			}
-		}
+	o, _ := offs.Lookup(topic, 0)
+	if o.Err != nil {
+		t.Fatal(o.Err)
 	}
+	return o.Offset
+}
+
+// consume reads topic partition 0 from offset 0 with the given isolation level, control records (transaction
+// markers) kept, until it has returned offset last, and returns every record at or below last in order. last must
+// be an offset the log holds that the isolation level shows: a data record or a marker, not aborted data under
+// read_committed; -1 reads nothing.
+func consume(t *testing.T, k *kawatest.Broker, topic string, committed bool, last int64) []*kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	iso := kgo.ReadUncommitted()
 	if committed {
 		iso = kgo.ReadCommitted()
 	}
 	cl := k.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(0)}}),
-		kgo.FetchIsolationLevel(iso))
+		kgo.FetchIsolationLevel(iso), kgo.KeepControlRecords())
 	defer cl.Close()
 	var out []*kgo.Record
 	for next := int64(0); next <= last; {
@@ -99,6 +103,53 @@ func readAll(t *testing.T, k *kawatest.Broker, topic string, committed bool) []*
 		})
 	}
 	return out
+}
+
+// dataOnly drops the control records (transaction markers) of recs.
+func dataOnly(recs []*kgo.Record) []*kgo.Record {
+	out := recs[:0]
+	for _, r := range recs {
+		if !r.Attrs.IsControl() {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// readAll consumes topic partition 0 from offset 0 read_uncommitted up to the high watermark and returns its data
+// records in order. It is for topics without transactions, whose high watermark is final once ProduceSync returns
+// and whose last offset is a data record; readTxn is for the others.
+func readAll(t *testing.T, k *kawatest.Broker, topic string) []*kgo.Record {
+	t.Helper()
+	return dataOnly(consume(t, k, topic, false, listOffset(t, k, topic, false)-1))
+}
+
+// readTxn is readAll for a topic with transactions: end is the high watermark the test's writes make (records
+// plus one marker per ended transaction). EndTxn returns before the coordinator has written the markers (KIP-98,
+// as in Kafka), so readTxn first waits for the high watermark to reach end: only then are the markers in the log
+// and the LSO final. read_uncommitted then reads up to the high watermark; read_committed reads up to the LSO,
+// that is up to the last offset below it that the log holds (never aborted data: its abort marker follows it
+// below the LSO, and markers are returned). Data records are returned in order.
+func readTxn(t *testing.T, k *kawatest.Broker, topic string, committed bool, end int64) []*kgo.Record {
+	t.Helper()
+	wait.Until(t, time.Minute, fmt.Sprintf("%s's high watermark to reach %d (transaction markers written)", topic, end), func() bool {
+		hw := listOffset(t, k, topic, false)
+		if hw > end {
+			t.Fatalf("%s: high watermark %d past the %d offsets written", topic, hw, end)
+		}
+		return hw == end
+	})
+	all := consume(t, k, topic, false, end-1)
+	if !committed {
+		return dataOnly(all)
+	}
+	lso, last := listOffset(t, k, topic, true), int64(-1)
+	for _, r := range all {
+		if r.Offset < lso {
+			last = r.Offset
+		}
+	}
+	return dataOnly(consume(t, k, topic, true, last))
 }
 
 // latest returns the last value per key of recs (nil value = tombstone, kept as a nil entry).
@@ -136,14 +187,14 @@ func TestCompactionLatestPerKey(t *testing.T) {
 	}
 	produceAll(t, cl, recs)
 	rollPast(t, cl, "c", "roll", 40)
-	before := len(readAll(t, k, "c", false))
+	before := len(readAll(t, k, "c"))
 	if before != keys*versions+keys/10+40 {
 		t.Fatalf("before cleaning: %d records", before)
 	}
 
 	check := func(stage string, wantTombstones bool) {
 		t.Helper()
-		got := readAll(t, k, "c", false)
+		got := readAll(t, k, "c")
 		seen := map[string]int{}
 		for _, r := range got {
 			seen[string(r.Key)]++
@@ -237,6 +288,8 @@ func TestCompactionTransactions(t *testing.T) {
 			want[fmt.Sprintf("k%d", i)] = fmt.Sprintf("%s-%d", prefix, i)
 		}
 	}
+	// end counts the offsets written: records, and one marker per ended transaction (one partition).
+	end := int64(0)
 	txnProduce(t, a, "tx", "c1", 0, 100, true, true)
 	set("c1", 0, 100)
 	txnProduce(t, a, "tx", "ab", 0, 50, false, true)
@@ -244,10 +297,11 @@ func TestCompactionTransactions(t *testing.T) {
 	txnProduce(t, b, "tx", "open", 50, 60, true, false) // open across the first pass
 	txnProduce(t, a, "tx", "c2", 0, 10, true, true)
 	rollPast(t, plain, "tx", "r2", 20)
+	end += 100 + 1 + 50 + 1 + 20 + 10 + 10 + 1 + 20
 
 	check := func(stage string) {
 		t.Helper()
-		got := latest(readAll(t, k, "tx", true))
+		got := latest(readTxn(t, k, "tx", true, end))
 		for key, val := range want {
 			if string(got[key]) != val {
 				t.Fatalf("%s: read_committed %s = %q, want %q", stage, key, got[key], val)
@@ -261,7 +315,7 @@ func TestCompactionTransactions(t *testing.T) {
 	}
 	noAborted := func(stage string) {
 		t.Helper()
-		for _, r := range readAll(t, k, "tx", false) {
+		for _, r := range readTxn(t, k, "tx", false, end) {
 			if len(r.Value) > 2 && string(r.Value[:3]) == "ab-" {
 				t.Fatalf("%s: aborted record %s=%s at %d still in the log", stage, r.Key, r.Value, r.Offset)
 			}
@@ -281,6 +335,7 @@ func TestCompactionTransactions(t *testing.T) {
 	set("open", 50, 60)
 	set("c2", 0, 10)
 	rollPast(t, plain, "tx", "r3", 20)
+	end += 1 + 20
 	for pass := range 2 {
 		if err := k.B.CleanNow(); err != nil {
 			t.Fatal(err)
@@ -337,7 +392,7 @@ func TestCompactionBoundedMapSeveralPasses(t *testing.T) {
 	if passes < 3 {
 		t.Fatalf("%d passes with a 300-entry map over %d keys, want several", passes, keys*versions)
 	}
-	got := readAll(t, k, "bm", false)
+	got := readAll(t, k, "bm")
 	seen := map[string]int{}
 	for _, r := range got {
 		seen[string(r.Key)]++
@@ -375,7 +430,7 @@ func TestCompactionPowerCut(t *testing.T) {
 	}
 	check := func(stage string, rolls int) {
 		t.Helper()
-		got := readAll(t, k, "pc", false)
+		got := readAll(t, k, "pc")
 		m := latest(got)
 		for key, val := range want {
 			if string(m[key]) != val {
