@@ -160,6 +160,21 @@ func TestCommandConfig(t *testing.T) {
 	if _, err := runCmd(t, runTopic, "", "list", "--brokers", p.Addr, "--command-config", wrong, "--timeout", "5s"); err == nil {
 		t.Fatal("topic list with a wrong password succeeded")
 	}
+	// kawa user online, through KIP-554.
+	mustRun(t, runUser, "", "set", "bob", "--mechanism", "SCRAM-SHA-256", "--password", "bob-pw", "--brokers", p.Addr, "--command-config", jaas)
+	if out := mustRun(t, runUser, "", "list", "--brokers", p.Addr, "--command-config", jaas); out != "admin\tSCRAM-SHA-512\t4096\nbob\tSCRAM-SHA-256\t4096\n" {
+		t.Fatalf("user list online = %q", out)
+	}
+	bob := write("bob.properties", "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\nsasl.username=bob\nsasl.password=bob-pw\nssl.ca.location="+caFile+"\n")
+	mustRun(t, runTopic, "", "list", "--brokers", p.Addr, "--command-config", bob)
+	mustRun(t, runUser, "", "delete", "bob", "--mechanism", "SCRAM-SHA-256", "--brokers", p.Addr, "--command-config", jaas)
+	if _, err := runCmd(t, runUser, "", "delete", "bob", "--mechanism", "SCRAM-SHA-256", "--brokers", p.Addr, "--command-config", jaas); err == nil || !strings.Contains(err.Error(), "RESOURCE_NOT_FOUND") {
+		t.Fatalf("deleting bob twice: %v, want RESOURCE_NOT_FOUND", err)
+	}
+	if _, err := runCmd(t, runTopic, "", "list", "--brokers", p.Addr, "--command-config", bob, "--timeout", "5s"); err == nil {
+		t.Fatal("bob logged in after his credential was deleted")
+	}
+
 	_, err := runCmd(t, runTopic, "", "list", "--brokers", p.Addr, "--command-config", unknown)
 	if err == nil || !strings.Contains(err.Error(), "sasl.kerberos.service.name") {
 		t.Fatalf("unknown property: err %v, want one naming it", err)
