@@ -395,3 +395,43 @@ func TestShareGroupDescribe(t *testing.T) {
 		t.Errorf("after close: state %s with %d members, want Empty with 0", g.GroupState, len(g.Members))
 	}
 }
+
+// Under share.isolation.level=read_committed an aborted transaction's
+// records are archived, never delivered; committed ones are delivered, and
+// the transaction markers are never handed out as records.
+func TestShareGroupReadCommitted(t *testing.T) {
+	t.Parallel()
+	k := kawatest.NewBroker(t)
+	k.CreateTopic("q", 1, nil)
+	setShareConfigs(t, k, "g", "share.auto.offset.reset", "earliest", "share.isolation.level", "read_committed")
+	p := k.Client(kgo.DefaultProduceTopic("q"), kgo.TransactionalID("share-rc"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i, commit := range []kgo.TransactionEndTry{kgo.TryAbort, kgo.TryCommit} {
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for j := range 5 {
+			if err := p.ProduceSync(ctx, kgo.StringRecord(strconv.Itoa(i*5+j))).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.EndTransaction(ctx, commit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := shareConsumer(k, "q", "g")
+	var got []string
+	pollUntil(t, c, func(r *kgo.Record) { got = append(got, string(r.Value)); r.Ack(kgo.AckAccept) }, func() bool { return len(got) >= 5 })
+	shareProduce(t, k, "q", 100, 101) // a sentinel after the markers
+	pollUntil(t, c, func(r *kgo.Record) { got = append(got, string(r.Value)); r.Ack(kgo.AckAccept) }, func() bool { return len(got) >= 6 })
+	want := []string{"5", "6", "7", "8", "9", "100"}
+	if len(got) != len(want) {
+		t.Fatalf("delivered %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("delivered %v, want %v", got, want)
+		}
+	}
+}
