@@ -565,16 +565,18 @@ func (c *Coordinator) Acknowledge(groupID, memberID string, tp TP, acks []Ack) e
 			bad = kerr.InvalidRequest
 			continue
 		}
-		for o := a.First; o <= a.Last; o++ {
+		if a.Last >= sp.end && (len(a.Types) == 1 && a.Types[0] != AckGap || len(a.Types) > 1) {
+			bad = kerr.InvalidRecordState // offsets never acquired
+		}
+		// Only [SPSO, SPEO) holds state, so a batch claiming a huge range
+		// costs no more than the records in flight.
+		for o := max64(a.First, sp.start); o <= a.Last && o < sp.end; o++ {
 			t := a.Types[0]
 			if len(a.Types) > 1 {
 				t = a.Types[o-a.First]
 			}
 			r, ok := sp.recs[o]
 			if !ok {
-				if t != AckGap && o >= sp.end {
-					bad = kerr.InvalidRecordState
-				}
 				continue // a gap, or already archived and dropped
 			}
 			if r.state != stateAcquired || r.member != memberID {

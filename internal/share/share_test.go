@@ -103,3 +103,18 @@ func TestOpenBadSnapshot(t *testing.T) {
 		}
 	}
 }
+
+// An acknowledgement batch claiming offsets 0..MaxInt64 is answered at
+// once (INVALID_RECORD_STATE for the never-acquired tail), not by walking
+// the range; the records in flight it covers are acknowledged.
+func TestAcknowledgeHugeRange(t *testing.T) {
+	c := open(t, vfs.NewMem())
+	acquire(c, "a")
+	err := c.Acknowledge("g", "a", tp, []Ack{{0, 1<<63 - 1, []int8{AckAccept}}})
+	if !errors.Is(err, kerr.InvalidRecordState) {
+		t.Errorf("huge ack: %v, want INVALID_RECORD_STATE", err)
+	}
+	if got := acquire(c, "b"); len(got) != 0 {
+		t.Errorf("after accepting 0..9, b acquired %v", got)
+	}
+}
