@@ -15,16 +15,16 @@ import (
 // each product's stock with it minus the committed orders' quantities.
 const initialStock = 1_000_000
 
-// The application's tables. orders is the producing service's, applied,
-// inventory and apply_counter the consuming service's (one database here, for
-// a self-contained example; they could be two). apply_counter hands out
-// apply_order inside the dedup transaction, so the check can read the order
-// in which the consumer applied each product's records.
-var appDDL = []string{
-	`CREATE TABLE IF NOT EXISTS orders (order_id TEXT NOT NULL UNIQUE, product TEXT NOT NULL, qty BIGINT NOT NULL)`,
-	`CREATE TABLE IF NOT EXISTS applied (order_id TEXT NOT NULL UNIQUE, product TEXT NOT NULL, seq BIGINT NOT NULL, apply_order BIGINT NOT NULL)`,
-	`CREATE TABLE IF NOT EXISTS inventory (product TEXT NOT NULL PRIMARY KEY, stock BIGINT NOT NULL, version BIGINT NOT NULL)`,
-	`CREATE TABLE IF NOT EXISTS apply_counter (id INTEGER NOT NULL PRIMARY KEY, n BIGINT NOT NULL)`,
+// The application's tables, by name. orders is the producing service's,
+// applied, inventory and apply_counter the consuming service's (one database
+// here, for a self-contained example; they could be two). apply_counter
+// hands out apply_order inside the dedup transaction, so the check can read
+// the order in which the consumer applied each product's records.
+var appDDL = []struct{ table, ddl string }{
+	{"orders", `CREATE TABLE orders (order_id TEXT NOT NULL UNIQUE, product TEXT NOT NULL, qty BIGINT NOT NULL)`},
+	{"applied", `CREATE TABLE applied (order_id TEXT NOT NULL UNIQUE, product TEXT NOT NULL, seq BIGINT NOT NULL, apply_order BIGINT NOT NULL)`},
+	{"inventory", `CREATE TABLE inventory (product TEXT NOT NULL PRIMARY KEY, stock BIGINT NOT NULL, version BIGINT NOT NULL)`},
+	{"apply_counter", `CREATE TABLE apply_counter (id INTEGER NOT NULL PRIMARY KEY, n BIGINT NOT NULL)`},
 }
 
 // q rewrites a query's ? placeholders to PostgreSQL's $n.
@@ -76,13 +76,20 @@ func prepare(ctx context.Context, db *sql.DB, d dedup.Dialect, c *config) error 
 		return err
 	}
 	defer tx.Rollback()
-	for _, s := range appDDL {
-		if _, err := tx.ExecContext(ctx, s); err != nil {
-			return fmt.Errorf("%s: %w", s, err)
+	for _, a := range appDDL {
+		// Only missing tables are created: even CREATE TABLE IF NOT EXISTS
+		// needs CREATE on the schema on PostgreSQL, which an application
+		// user need not have once the tables exist.
+		ok, err := dedup.TableExists(ctx, tx, d, a.table)
+		if err != nil {
+			return err
 		}
-	}
-	for _, t := range []string{"orders", "applied", "inventory", "apply_counter"} {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM `+t); err != nil {
+		if !ok {
+			if _, err := tx.ExecContext(ctx, a.ddl); err != nil {
+				return fmt.Errorf("%s: %w", a.ddl, err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM `+a.table); err != nil {
 			return err
 		}
 	}

@@ -111,3 +111,31 @@ func TestVerifyTablesFindDiscrepancies(t *testing.T) {
 		check("stock", verifyInventory(ctx, be.DB, c, w), "want stock")
 	})
 }
+
+// TestPrepareAppUser: once the SDK's and the example's tables exist, prepare
+// runs no DDL, so it works as an application user without CREATE on the
+// schema (PostgreSQL: a role with only table privileges), and resets the
+// tables for the new run.
+func TestPrepareAppUser(t *testing.T) {
+	sqltest.Each(t, func(t *testing.T, be sqltest.Backend) {
+		ctx := context.Background()
+		c, _, _ := fixture()
+		if err := prepare(ctx, be.DB, be.Dialect, c); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := be.DB.ExecContext(ctx, `INSERT INTO orders (order_id, product, qty) VALUES ('o-old', 'p-000', 1)`); err != nil {
+			t.Fatal(err)
+		}
+		app, d := sqltest.Open(t, sqltest.AppUserURL(t, be))
+		if err := prepare(ctx, app, d, c); err != nil {
+			t.Fatalf("prepare as the application user: %v", err)
+		}
+		var orders, products int
+		if err := be.DB.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM orders), (SELECT COUNT(*) FROM inventory)`).Scan(&orders, &products); err != nil {
+			t.Fatal(err)
+		}
+		if orders != 0 || products != c.products {
+			t.Fatalf("after prepare: %d orders, %d inventory rows; want 0, %d", orders, products, c.products)
+		}
+	})
+}
