@@ -85,6 +85,15 @@
 // aborts such a batch instead. Read transactional-mode topics with
 // read_committed; read_uncommitted consumers also see aborted batches.
 //
+// Key size depends on the backend. On PostgreSQL the (topic, key) counter
+// row is a btree index entry, so Enqueue fails with the database's error
+// ("index row size ... exceeds btree version 4 maximum 2704", or "index row
+// requires ... bytes, maximum size is 8191" past that) for keys that do not
+// compress to about 2.7 KB; random keys of 2800 bytes already fail. SQLite
+// accepts any key at Enqueue, so a record the broker refuses for its size
+// (MESSAGE_TOO_LARGE) is found only at publish, where it dead-letters and
+// parks its key.
+//
 // On SQLite every writer shares one write lock, so a relay process that is
 // paused (SIGSTOP, a VM freeze) inside a database transaction stalls every
 // writer, the application included, until it resumes; PostgreSQL has no
@@ -93,7 +102,8 @@
 // # Operations
 //
 // Status returns the gauges that matter (rows unsent, oldest unsent age,
-// dead rows, parked keys and rows, leases); Hooks.Status gets them every
+// dead rows, parked keys and rows, leases; a released lease has no owner and
+// a zero ExpiresAt, which `kawa outbox status` prints as "-"); Hooks.Status gets them every
 // lease round and Hooks.Published / Hooks.Dead / Hooks.Error count events.
 // Sent rows are deleted, so the table stays small; on PostgreSQL keep
 // autovacuum on for it. Relays record a heartbeat in kawa_outbox_relays and

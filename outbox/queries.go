@@ -312,7 +312,7 @@ type Lease struct {
 	Shard     int
 	Owner     string // "" when released
 	Epoch     int64
-	ExpiresAt time.Time // by the database clock
+	ExpiresAt time.Time // by the database clock; the zero Time when released
 }
 
 // Status reads the outbox's gauges: a few COUNT queries, so call it at
@@ -348,7 +348,9 @@ func (o *Outbox) Status(ctx context.Context) (Status, error) {
 		if err := rs.Scan(&l.Shard, &l.Owner, &l.Epoch, &exp); err != nil {
 			return Status{}, fmt.Errorf("outbox: status: %w", err)
 		}
-		l.ExpiresAt = time.UnixMilli(exp)
+		if l.Owner != "" { // a released lease stores expires_at 0 (releaseQ)
+			l.ExpiresAt = time.UnixMilli(exp)
+		}
 		st.Leases = append(st.Leases, l)
 	}
 	if err := rs.Err(); err != nil {

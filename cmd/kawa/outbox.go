@@ -129,11 +129,14 @@ func printOutboxStatus(w io.Writer, st outbox.Status) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SHARD\tOWNER\tEPOCH\tEXPIRES")
 	for _, l := range st.Leases {
-		owner := l.Owner
+		owner, expires := l.Owner, "-"
 		if owner == "" {
 			owner = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\n", l.Shard, owner, l.Epoch, l.ExpiresAt.UTC().Format(time.RFC3339Nano))
+		if !l.ExpiresAt.IsZero() {
+			expires = l.ExpiresAt.UTC().Format(time.RFC3339Nano)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\n", l.Shard, owner, l.Epoch, expires)
 	}
 	tw.Flush()
 }

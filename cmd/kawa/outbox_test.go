@@ -5,8 +5,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kawa-broker/kawa/cmd/internal/cli"
 	"github.com/kawa-broker/kawa/internal/sqltest"
@@ -46,12 +49,30 @@ SELECT id, shard, topic, msg_key, value, headers, part, seq, message_id, created
 		if _, err := be.DB.ExecContext(ctx, `DELETE FROM kawa_outbox WHERE id IN (SELECT id FROM kawa_outbox_dead)`); err != nil {
 			t.Fatal(err)
 		}
+		// Shard 0 held, shard 1 released as the relay's releaseQ leaves it
+		// (owner '', expires_at 0).
+		held := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+		if _, err := be.DB.ExecContext(ctx, `INSERT INTO kawa_outbox_leases (shard, owner, epoch, expires_at) VALUES (0, 'relay-a', 2, `+strconv.FormatInt(held.UnixMilli(), 10)+`), (1, '', 3, 0)`); err != nil {
+			t.Fatal(err)
+		}
 		db := "--db=" + be.URL
 		out := mustRun(t, runOutbox, "", "status", db)
 		for _, want := range []string{"unsent rows:   2", "dead rows:     1", "parked keys:   1 (1 rows waiting)"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("status output lacks %q:\n%s", want, out)
 			}
+		}
+		var leases []string
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) == 4 && (f[0] == "0" || f[0] == "1") {
+				leases = append(leases, strings.Join(f, " "))
+			}
+		}
+		if want := []string{"0 relay-a 2 2030-01-02T03:04:05Z", "1 - 3 -"}; !slices.Equal(leases, want) {
+			t.Errorf("status leases = %q, want %q (a released lease's expiry is -, not 1970):\n%s", leases, want, out)
+		}
+		if st, err := ob.Status(ctx); err != nil || len(st.Leases) != 2 || !st.Leases[1].ExpiresAt.IsZero() || !st.Leases[0].ExpiresAt.Equal(held) {
+			t.Errorf("Status leases = %+v, %v; want shard 1's ExpiresAt zero, shard 0's %v", st.Leases, err, held)
 		}
 		out = mustRun(t, runOutbox, "", "dead", "list", db)
 		lines := strings.Split(strings.TrimSpace(out), "\n")
