@@ -548,7 +548,7 @@ func (c *conn) readLoop() {
 	if !ok {
 		return
 	}
-	ctx = wire.WithPrincipal(ctx, principal)
+	info.Principal = principal
 	var sasl saslState
 	r := bufio.NewReaderSize(c.nc, 64<<10)
 	for {
@@ -586,7 +586,7 @@ func (c *conn) readLoop() {
 				return // the writer sends the failure, then closes
 			}
 			if sasl.authenticated {
-				ctx = wire.WithPrincipal(ctx, "User:"+user)
+				info.Principal = "User:" + user
 			}
 			continue
 		default:

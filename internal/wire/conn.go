@@ -16,23 +16,11 @@ type RequestInfo struct {
 	// Waits that must finish (fsync for acks=all) use the request's context
 	// instead. A nil PollDone is never closed.
 	PollDone <-chan struct{}
-}
-
-type principalKey struct{}
-
-// WithPrincipal returns ctx carrying the authenticated principal of the
-// connection ("User:alice", "User:CN=app,O=Example", "User:ANONYMOUS"); the
-// server sets it after TLS and again after SASL succeeds.
-func WithPrincipal(ctx context.Context, principal string) context.Context {
-	return context.WithValue(ctx, principalKey{}, principal)
-}
-
-// Principal returns the principal set by WithPrincipal, or "User:ANONYMOUS".
-func Principal(ctx context.Context) string {
-	if p, ok := ctx.Value(principalKey{}).(string); ok {
-		return p
-	}
-	return "User:ANONYMOUS"
+	// Principal is the connection's authenticated principal, Kafka's form:
+	// "User:alice" after SASL, "User:<subject DN>" from a verified client
+	// certificate, else "User:ANONYMOUS". The server sets it after the TLS
+	// handshake and again when SASL succeeds; it is what an authorizer checks.
+	Principal string
 }
 
 type advertisedKey struct{}
