@@ -344,7 +344,10 @@ var Defs = []Def{
 		get: func(t Topic) string { return strconv.FormatFloat(t.MinCleanableDirtyRatio, 'g', -1, 64) },
 		set: func(t *Topic, v string) error {
 			f, err := strconv.ParseFloat(v, 64)
-			if err != nil || f < 0 || f > 1 {
+			// !(f >= 0 && f <= 1) also refuses NaN, which every comparison fails: a NaN
+			// ratio would make the cleaner's "ratio >= min" never true, so the topic
+			// would silently never compact by ratio.
+			if err != nil || !(f >= 0 && f <= 1) {
 				return fmt.Errorf("%q is not a number in [0, 1]", v)
 			}
 			t.MinCleanableDirtyRatio = f

@@ -11,7 +11,7 @@ func TestApplyValidates(t *testing.T) {
 	for _, bad := range []map[string]string{
 		{"retention.ms": "x"}, {"retention.ms": "-2"}, {"segment.bytes": "1"},
 		{"segment.bytes": "1048575"}, {"segment.bytes": "2147483648"}, {"internal.segment.bytes": "13"},
-		{"cleanup.policy": "compact,nope"}, {"min.cleanable.dirty.ratio": "1.5"}, {"max.compaction.lag.ms": "0"}, {"delete.retention.ms": "-1"}, {"max.message.bytes": "99999999999"}, {"nope": "1"},
+		{"cleanup.policy": "compact,nope"}, {"min.cleanable.dirty.ratio": "1.5"}, {"min.cleanable.dirty.ratio": "NaN"}, {"min.cleanable.dirty.ratio": "-Inf"}, {"max.compaction.lag.ms": "0"}, {"delete.retention.ms": "-1"}, {"max.message.bytes": "99999999999"}, {"nope": "1"},
 	} {
 		if out, err := Apply(d, bad); err == nil || out != d {
 			t.Errorf("Apply(%v) = %+v, %v; want an error and the input unchanged", bad, out, err)
