@@ -21,7 +21,9 @@ import (
 // releasing every record the member still holds. Errors: INVALID_REQUEST
 // (no group or member), UNKNOWN_MEMBER_ID; per partition
 // INVALID_RECORD_STATE (an offset not acquired by this member: lock expired
-// or already acknowledged), UNKNOWN_TOPIC_ID.
+// or already acknowledged), INVALID_REQUEST (a batch with Last < First,
+// a type count that fits neither 1 nor the range, or a type other than 0-4;
+// such a batch changes nothing), UNKNOWN_TOPIC_ID.
 func (b *Broker) handleShareAcknowledge(_ context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.ShareAcknowledgeRequest)
 	resp := r.ResponseKind().(*kmsg.ShareAcknowledgeResponse)

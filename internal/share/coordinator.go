@@ -540,6 +540,20 @@ type Ack struct {
 	Types       []int8
 }
 
+// knownTypes reports whether every type is an AcknowledgeType (AckGap to
+// AckRenew). It is checked before the batch touches any record so that an
+// unknown type fails the whole batch with INVALID_REQUEST whatever offsets it
+// names, instead of applying the offsets before it, or passing unnoticed on
+// offsets outside [SPSO, SPEO).
+func knownTypes(types []int8) bool {
+	for _, t := range types {
+		if t < AckGap || t > AckRenew {
+			return false
+		}
+	}
+	return true
+}
+
 // Acknowledge applies acks to tp's in-flight records held by memberID and
 // persists the result before returning. Errors: kerr.InvalidRecordState
 // when an offset is not acquired by this member (lock expired, already
@@ -561,7 +575,7 @@ func (c *Coordinator) Acknowledge(groupID, memberID string, tp TP, acks []Ack) e
 	var bad error
 	woke := false
 	for _, a := range acks {
-		if a.Last < a.First || len(a.Types) == 0 || (len(a.Types) != 1 && int64(len(a.Types)) != a.Last-a.First+1) {
+		if a.Last < a.First || len(a.Types) == 0 || (len(a.Types) != 1 && int64(len(a.Types)) != a.Last-a.First+1) || !knownTypes(a.Types) {
 			bad = kerr.InvalidRequest
 			continue
 		}

@@ -71,6 +71,31 @@ func TestLockExpiry(t *testing.T) {
 	})
 }
 
+// A batch with an unknown acknowledge type is refused whole with
+// INVALID_REQUEST: none of its offsets change state, and offsets outside the
+// in-flight window do not hide the bad type.
+func TestAcknowledgeUnknownType(t *testing.T) {
+	c := open(t, vfs.NewMem())
+	acquire(c, "a")
+	types := make([]int8, 10)
+	for i := range types {
+		types[i] = AckAccept
+	}
+	types[5] = 99
+	if err := c.Acknowledge("g", "a", tp, []Ack{{0, 9, types}}); !errors.Is(err, kerr.InvalidRequest) {
+		t.Errorf("ack with type 99 at offset 5: %v, want INVALID_REQUEST", err)
+	}
+	// All ten are still a's: releasing them succeeds only if none was accepted.
+	if err := c.Acknowledge("g", "a", tp, []Ack{{0, 9, []int8{AckRelease}}}); err != nil {
+		t.Errorf("release 0..9 after the refused batch: %v, want nil", err)
+	}
+	for _, a := range []Ack{{-5, -1, []int8{99}}, {100, 200, []int8{-1}}} {
+		if err := c.Acknowledge("g", "a", tp, []Ack{a}); !errors.Is(err, kerr.InvalidRequest) {
+			t.Errorf("ack %v outside the in-flight window: %v, want INVALID_REQUEST", a, err)
+		}
+	}
+}
+
 // Accepted records stay accepted over a reopen; acquired ones become
 // available with their delivery count kept.
 func TestReopenKeepsAcks(t *testing.T) {
