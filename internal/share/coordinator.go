@@ -270,7 +270,16 @@ func (c *Coordinator) Heartbeat(groupID, memberID string, memberEpoch int32, top
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
-	g := c.groupLocked(groupID, true)
+	// Only a join creates the group: a leave or a heartbeat naming a group
+	// that does not exist must not leave an empty group behind, or any client
+	// could fill the coordinator's memory with made-up group IDs.
+	g := c.groupLocked(groupID, memberEpoch == 0)
+	if g == nil {
+		if memberEpoch == -1 {
+			return Assignment{MemberID: memberID, MemberEpoch: -1}, nil
+		}
+		return Assignment{}, kerr.UnknownMemberID
+	}
 	c.expireMembersLocked(g, now)
 	m := g.members[memberID]
 	switch {

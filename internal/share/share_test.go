@@ -71,6 +71,27 @@ func TestLockExpiry(t *testing.T) {
 	})
 }
 
+// Heartbeats that leave or name an unknown member of a group that does not
+// exist answer as before but create no group (else made-up group IDs would
+// pile up in memory and be described as existing).
+func TestHeartbeatUnknownGroupCreatesNothing(t *testing.T) {
+	c := open(t, vfs.NewMem())
+	if a, err := c.Heartbeat("nope1", "x", -1, nil, one); err != nil || a.MemberEpoch != -1 {
+		t.Errorf("leave of a group that does not exist: %+v, %v; want epoch -1, nil", a, err)
+	}
+	if _, err := c.Heartbeat("nope2", "x", 5, []string{"q"}, one); !errors.Is(err, kerr.UnknownMemberID) {
+		t.Errorf("heartbeat to a group that does not exist: %v, want UNKNOWN_MEMBER_ID", err)
+	}
+	for _, id := range []string{"nope1", "nope2"} {
+		if c.Has(id) {
+			t.Errorf("group %s exists after a heartbeat that did not join", id)
+		}
+	}
+	if _, err := c.Heartbeat("new", "m", 0, []string{"q"}, one); err != nil || !c.Has("new") {
+		t.Errorf("join: %v, Has = %v; want nil, true", err, c.Has("new"))
+	}
+}
+
 // A batch with an unknown acknowledge type is refused whole with
 // INVALID_REQUEST: none of its offsets change state, and offsets outside the
 // in-flight window do not hide the bad type.
