@@ -5,9 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
+	"github.com/kawa-broker/kawa/internal/recfmt"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -57,18 +57,13 @@ const (
 // ErrCorrupt marks a record this package cannot decode.
 var ErrCorrupt = errors.New("group: corrupt __consumer_offsets record")
 
-func appendString(b []byte, s string) []byte {
-	b = binary.BigEndian.AppendUint16(b, uint16(min(len(s), math.MaxUint16)))
-	return append(b, s[:min(len(s), math.MaxUint16)]...)
-}
-
 func keyHeader(kind byte) []byte {
 	return append(binary.BigEndian.AppendUint16(nil, keyVersion), kind)
 }
 
 func offsetKey(group string, tp topicPartition) []byte {
-	b := appendString(keyHeader(kindOffset), group)
-	b = appendString(b, tp.topic)
+	b := recfmt.AppendString(keyHeader(kindOffset), group)
+	b = recfmt.AppendString(b, tp.topic)
 	return binary.BigEndian.AppendUint32(b, uint32(tp.partition))
 }
 
@@ -111,18 +106,18 @@ func decodeGroupMetadataValue(b []byte) (kmsg.GroupMetadataValue, error) {
 
 // groupKey is the version-1 group record's key, no longer written; removal still tombstones it.
 func groupKey(group string) []byte {
-	return appendString(keyHeader(kindGroup), group)
+	return recfmt.AppendString(keyHeader(kindGroup), group)
 }
 
 func stagedKey(group string, producerID int64, tp topicPartition) []byte {
-	b := appendString(keyHeader(kindStaged), group)
+	b := recfmt.AppendString(keyHeader(kindStaged), group)
 	b = binary.BigEndian.AppendUint64(b, uint64(producerID))
-	b = appendString(b, tp.topic)
+	b = recfmt.AppendString(b, tp.topic)
 	return binary.BigEndian.AppendUint32(b, uint32(tp.partition))
 }
 
 func markerKey(group string, producerID int64) []byte {
-	b := appendString(keyHeader(kindMarker), group)
+	b := recfmt.AppendString(keyHeader(kindMarker), group)
 	return binary.BigEndian.AppendUint64(b, uint64(producerID))
 }
 
@@ -139,8 +134,8 @@ func decodeMarkerValue(b []byte) (commit bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	v := r.take(1)[0]
-	if !r.done() || v > 1 {
+	v := r.Take(1)[0]
+	if !r.Done() || v > 1 {
 		return false, fmt.Errorf("%w: marker value", ErrCorrupt)
 	}
 	return v == 1, nil
@@ -149,7 +144,7 @@ func decodeMarkerValue(b []byte) (commit bool, err error) {
 func appendOffsetFields(b []byte, o offset) []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(o.offset))
 	b = binary.BigEndian.AppendUint32(b, uint32(o.leaderEpoch))
-	b = appendString(b, o.metadata)
+	b = recfmt.AppendString(b, o.metadata)
 	b = binary.BigEndian.AppendUint64(b, uint64(o.commitTime.UnixMilli()))
 	expire := int64(-1)
 	if !o.expireTime.IsZero() {
@@ -178,35 +173,11 @@ type groupValue struct {
 
 func encodeGroupValue(v groupValue) []byte {
 	b := binary.BigEndian.AppendUint16(nil, valueVersion)
-	b = appendString(b, v.protocolType)
+	b = recfmt.AppendString(b, v.protocolType)
 	b = binary.BigEndian.AppendUint32(b, uint32(v.generation))
 	b = binary.BigEndian.AppendUint64(b, uint64(v.stateSince.UnixMilli()))
 	return binary.BigEndian.AppendUint32(b, uint32(v.members))
 }
-
-// reader is a sticky decoder: the first short read sets bad and every later read returns zero.
-type reader struct {
-	b   []byte
-	bad bool
-}
-
-func (r *reader) take(n int) []byte {
-	if r.bad || len(r.b) < n {
-		r.bad = true
-		return make([]byte, n)
-	}
-	out := r.b[:n]
-	r.b = r.b[n:]
-	return out
-}
-
-func (r *reader) u16() uint16 { return binary.BigEndian.Uint16(r.take(2)) }
-func (r *reader) u32() uint32 { return binary.BigEndian.Uint32(r.take(4)) }
-func (r *reader) u64() uint64 { return binary.BigEndian.Uint64(r.take(8)) }
-func (r *reader) str() string { return string(r.take(int(r.u16()))) }
-
-// done reports whether everything was read and nothing was short.
-func (r *reader) done() bool { return !r.bad && len(r.b) == 0 }
 
 // decodedKey is a parsed key; which fields are set depends on kind.
 type decodedKey struct {
@@ -217,8 +188,8 @@ type decodedKey struct {
 }
 
 func decodeKey(b []byte) (decodedKey, error) {
-	r := reader{b: b}
-	if v := r.u16(); v == groupMetadataKeyVersion {
+	r := recfmt.NewReader(b)
+	if v := r.U16(); v == groupMetadataKeyVersion {
 		var k kmsg.GroupMetadataKey
 		if err := k.ReadFrom(b); err != nil {
 			return decodedKey{}, fmt.Errorf("%w: group metadata key: %v", ErrCorrupt, err)
@@ -233,37 +204,37 @@ func decodeKey(b []byte) (decodedKey, error) {
 	} else if v != keyVersion {
 		return decodedKey{}, fmt.Errorf("%w: key version %d", ErrCorrupt, v)
 	}
-	k := decodedKey{kind: r.take(1)[0], group: r.str()}
+	k := decodedKey{kind: r.Take(1)[0], group: r.Str()}
 	switch k.kind {
 	case kindGroup:
 	case kindOffset:
-		k.tp.topic, k.tp.partition = r.str(), int32(r.u32())
+		k.tp.topic, k.tp.partition = r.Str(), int32(r.U32())
 	case kindStaged:
-		k.producerID = int64(r.u64())
-		k.tp.topic, k.tp.partition = r.str(), int32(r.u32())
+		k.producerID = int64(r.U64())
+		k.tp.topic, k.tp.partition = r.Str(), int32(r.U32())
 	case kindMarker:
-		k.producerID = int64(r.u64())
+		k.producerID = int64(r.U64())
 	default:
 		return decodedKey{}, fmt.Errorf("%w: key kind %d", ErrCorrupt, k.kind)
 	}
-	if !r.done() {
+	if !r.Done() {
 		return decodedKey{}, fmt.Errorf("%w: key length", ErrCorrupt)
 	}
 	return k, nil
 }
 
-func valueReader(b []byte) (*reader, error) {
-	r := &reader{b: b}
-	if v := r.u16(); v != valueVersion {
+func valueReader(b []byte) (*recfmt.Reader, error) {
+	r := recfmt.NewReader(b)
+	if v := r.U16(); v != valueVersion {
 		return nil, fmt.Errorf("%w: value version %d", ErrCorrupt, v)
 	}
 	return r, nil
 }
 
-func readOffsetFields(r *reader) offset {
-	o := offset{offset: int64(r.u64()), leaderEpoch: int32(r.u32()), metadata: r.str()}
-	o.commitTime = time.UnixMilli(int64(r.u64()))
-	if exp := int64(r.u64()); exp >= 0 {
+func readOffsetFields(r *recfmt.Reader) offset {
+	o := offset{offset: int64(r.U64()), leaderEpoch: int32(r.U32()), metadata: r.Str()}
+	o.commitTime = time.UnixMilli(int64(r.U64()))
+	if exp := int64(r.U64()); exp >= 0 {
 		o.expireTime = time.UnixMilli(exp)
 	}
 	return o
@@ -275,7 +246,7 @@ func decodeOffsetValue(b []byte) (offset, error) {
 		return offset{}, err
 	}
 	o := readOffsetFields(r)
-	if !r.done() {
+	if !r.Done() {
 		return offset{}, fmt.Errorf("%w: offset value length", ErrCorrupt)
 	}
 	return o, nil
@@ -286,9 +257,9 @@ func decodeStagedValue(b []byte) (int16, offset, error) {
 	if err != nil {
 		return 0, offset{}, err
 	}
-	epoch := int16(r.u16())
+	epoch := int16(r.U16())
 	o := readOffsetFields(r)
-	if !r.done() {
+	if !r.Done() {
 		return 0, offset{}, fmt.Errorf("%w: staged value length", ErrCorrupt)
 	}
 	return epoch, o, nil
@@ -299,10 +270,10 @@ func decodeGroupValue(b []byte) (groupValue, error) {
 	if err != nil {
 		return groupValue{}, err
 	}
-	v := groupValue{protocolType: r.str(), generation: int32(r.u32())}
-	v.stateSince = time.UnixMilli(int64(r.u64()))
-	v.members = int32(r.u32())
-	if !r.done() {
+	v := groupValue{protocolType: r.Str(), generation: int32(r.U32())}
+	v.stateSince = time.UnixMilli(int64(r.U64()))
+	v.members = int32(r.U32())
+	if !r.Done() {
 		return groupValue{}, fmt.Errorf("%w: group value length", ErrCorrupt)
 	}
 	return v, nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kawa-broker/kawa/internal/batch"
+	"github.com/kawa-broker/kawa/internal/recfmt"
 )
 
 // Snapshot file layout, version 1 (all integers big-endian):
@@ -103,17 +104,17 @@ func Decode(b []byte, expiration time.Duration) (*State, int64, error) {
 	if want, got := binary.BigEndian.Uint32(b[6:]), batch.Checksum(body); want != got {
 		return nil, 0, fmt.Errorf("%w: crc %08x, computed %08x", ErrCorruptSnapshot, want, got)
 	}
-	r := reader{b: body}
-	covers := int64(r.u64())
-	count := r.u32()
-	if r.bad || uint64(count) > uint64(len(r.b))/producerLen {
+	r := recfmt.NewReader(body)
+	covers := int64(r.U64())
+	count := r.U32()
+	if r.Bad() || uint64(count) > uint64(r.Len())/producerLen {
 		return nil, 0, fmt.Errorf("%w: malformed body", ErrCorruptSnapshot)
 	}
 	s := NewState(expiration)
 	s.endOffset = covers
 	for range count {
-		id, p := r.producer()
-		if r.bad {
+		id, p := readProducer(r)
+		if r.Bad() {
 			return nil, 0, fmt.Errorf("%w: malformed body", ErrCorruptSnapshot)
 		}
 		if _, dup := s.producers[id]; dup || id < 0 {
@@ -121,56 +122,35 @@ func Decode(b []byte, expiration time.Duration) (*State, int64, error) {
 		}
 		s.producers[id] = p
 	}
-	if len(r.b) != 0 {
-		return nil, 0, fmt.Errorf("%w: %d trailing bytes", ErrCorruptSnapshot, len(r.b))
+	if r.Len() != 0 {
+		return nil, 0, fmt.Errorf("%w: %d trailing bytes", ErrCorruptSnapshot, r.Len())
 	}
 	return s, covers, nil
 }
 
-// reader is a sticky big-endian reader: after a short read every later read
-// returns zero and bad stays set, so callers check once.
-type reader struct {
-	b   []byte
-	bad bool
-}
-
-func (r *reader) take(n int) []byte {
-	if r.bad || len(r.b) < n {
-		r.bad = true
-		return make([]byte, n)
-	}
-	v := r.b[:n]
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) u8() uint8   { return r.take(1)[0] }
-func (r *reader) u16() uint16 { return binary.BigEndian.Uint16(r.take(2)) }
-func (r *reader) u32() uint32 { return binary.BigEndian.Uint32(r.take(4)) }
-func (r *reader) u64() uint64 { return binary.BigEndian.Uint64(r.take(8)) }
-
-func (r *reader) producer() (int64, *producerState) {
-	id := int64(r.u64())
+// readProducer decodes one producer entry of a snapshot body.
+func readProducer(r *recfmt.Reader) (int64, *producerState) {
+	id := int64(r.U64())
 	p := &producerState{
-		epoch:         int16(r.u16()),
-		coordEpoch:    int32(r.u32()),
-		lastTimestamp: int64(r.u64()),
-		lastSeen:      time.UnixMilli(int64(r.u64())),
-		txnFirst:      int64(r.u64()),
+		epoch:         int16(r.U16()),
+		coordEpoch:    int32(r.U32()),
+		lastTimestamp: int64(r.U64()),
+		lastSeen:      time.UnixMilli(int64(r.U64())),
+		txnFirst:      int64(r.U64()),
 	}
-	n := int(r.u8())
+	n := int(r.U8())
 	if n > NumBatchesToRetain {
-		r.bad = true
+		r.Fail()
 		return id, p
 	}
 	for range n {
 		var e retained
-		e.FirstSeq = int32(r.u32())
-		e.LastSeq = int32(r.u32())
-		e.FirstOffset = int64(r.u64())
-		e.LastOffset = int64(r.u64())
-		e.Timestamp = int64(r.u64())
-		e.aborted = r.u8()&flagAborted != 0
+		e.FirstSeq = int32(r.U32())
+		e.LastSeq = int32(r.U32())
+		e.FirstOffset = int64(r.U64())
+		e.LastOffset = int64(r.U64())
+		e.Timestamp = int64(r.U64())
+		e.aborted = r.U8()&flagAborted != 0
 		p.batches = append(p.batches, e)
 	}
 	return id, p
