@@ -7,7 +7,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/kawa-broker/kawa/cmd/internal/cli"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
@@ -19,42 +18,17 @@ timestamp, coordinator epoch and the first offset of its open transaction
 (-1 when none).
 `
 
-// runProducers implements `kawa producers`; describe is its one subcommand.
-func runProducers(args []string, _ io.Reader, stdout io.Writer) error {
-	if len(args) == 0 {
-		return cli.UsageErrorf("producers", producersUsage, "missing producers subcommand")
-	}
-	switch args[0] {
-	case "-h", "--help", "help":
-		return cli.Help(producersUsage)
-	case "describe":
-		return producersDescribe(args[1:], stdout)
-	}
-	return cli.UsageErrorf("producers", producersUsage, "unknown producers subcommand %q", args[0])
+// producersCmds are the subcommands of `kawa producers`.
+var producersCmds = []adminCmd{
+	{name: "describe", synopsis: "kawa producers describe TOPIC [--brokers host:port,...] [--timeout 10s]", nargs: 1,
+		setup: noFlags(func(ctx context.Context, adm *kadm.Client, pos []string, w io.Writer) error {
+			return describeProducers(ctx, adm, pos[0], w)
+		})},
 }
 
-func producersDescribe(args []string, stdout io.Writer) error {
-	fs := cli.NewFlagSet("producers describe", "kawa producers describe TOPIC [--brokers host:port,...] [--timeout 10s]")
-	brokers := cli.BrokersFlag(fs)
-	timeout := fs.Duration("timeout", 10*time.Second, "give up on the broker after this long")
-	pos, err := cli.ParseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return fs.UsageErr("want 1 argument (TOPIC), got %d", len(pos))
-	}
-	cl, err := cli.ClientFor(fs, *brokers)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	if err := describeProducers(ctx, kadm.NewClient(cl), pos[0], stdout); err != nil {
-		return fmt.Errorf("producers describe: %w", err)
-	}
-	return nil
+// runProducers implements `kawa producers`; describe is its one subcommand.
+func runProducers(args []string, _ io.Reader, stdout io.Writer) error {
+	return runAdmin("producers", producersUsage, producersCmds, args, stdout)
 }
 
 // describeProducers looks the topic up (so an unknown topic is an error,

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/kawa-broker/kawa/cmd/internal/cli"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -31,96 +30,56 @@ by 'kawa-bench txn'.
 Run 'kawa txn <subcommand> -h' for every flag.
 `
 
+// txnCmds are the subcommands of `kawa txn`.
+var txnCmds = []adminCmd{
+	{name: "list", synopsis: "kawa txn list [--brokers host:port,...] [--state S,...] [--producer-id ID]", setup: txnList},
+	{name: "describe", synopsis: "kawa txn describe TXNID [--brokers host:port,...]", nargs: 1, setup: noFlags(txnDescribe)},
+	{name: "abort", synopsis: "kawa txn abort --topic T --partition P --producer-id ID --producer-epoch E [--coordinator-epoch N]", setup: txnAbort},
+}
+
 // runTxn implements `kawa txn`.
 func runTxn(args []string, _ io.Reader, stdout io.Writer) error {
-	if len(args) == 0 {
-		return cli.UsageErrorf("txn", txnUsage, "missing txn subcommand")
-	}
-	switch args[0] {
-	case "-h", "--help", "help":
-		return cli.Help(txnUsage)
-	case "list":
-		return txnList(args[1:], stdout)
-	case "describe":
-		return txnDescribe(args[1:], stdout)
-	case "abort":
-		return txnAbort(args[1:], stdout)
-	}
-	return cli.UsageErrorf("txn", txnUsage, "unknown txn subcommand %q", args[0])
+	return runAdmin("txn", txnUsage, txnCmds, args, stdout)
 }
 
-// txnAdmin parses fs and returns an admin client, its context and cleanup.
-func txnAdmin(fs *cli.FlagSet, brokers string, timeout time.Duration) (*kadm.Client, context.Context, func(), error) {
-	cl, err := cli.ClientFor(fs, brokers)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	return kadm.NewClient(cl), ctx, func() { cancel(); cl.Close() }, nil
-}
-
-func txnList(args []string, stdout io.Writer) error {
-	fs := cli.NewFlagSet("txn list", "kawa txn list [--brokers host:port,...] [--state S,...] [--producer-id ID]")
-	brokers := cli.BrokersFlag(fs)
+func txnList(fs *cli.FlagSet) adminFunc {
 	states := fs.String("state", "", "only these comma-separated states (Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort, PrepareEpochFence)")
 	pid := fs.Int64("producer-id", -1, "only this producer ID")
-	timeout := fs.Duration("timeout", 10*time.Second, "give up on the broker after this long")
-	if err := cli.ParseFlags(fs, args); err != nil {
-		return err
-	}
-	var filterStates []string
-	for _, s := range strings.Split(*states, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			filterStates = append(filterStates, s)
+	return func(ctx context.Context, adm *kadm.Client, _ []string, stdout io.Writer) error {
+		var filterStates []string
+		for _, s := range strings.Split(*states, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				filterStates = append(filterStates, s)
+			}
 		}
+		var pids []int64
+		if *pid >= 0 {
+			pids = []int64{*pid}
+		}
+		listed, err := adm.ListTransactions(ctx, pids, filterStates)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TRANSACTIONAL-ID\tPRODUCER-ID\tSTATE")
+		for _, l := range listed.Sorted() {
+			fmt.Fprintf(tw, "%s\t%d\t%s\n", l.TxnID, l.ProducerID, l.State)
+		}
+		return tw.Flush()
 	}
-	var pids []int64
-	if *pid >= 0 {
-		pids = []int64{*pid}
-	}
-	adm, ctx, done, err := txnAdmin(fs, *brokers, *timeout)
-	if err != nil {
-		return err
-	}
-	defer done()
-	listed, err := adm.ListTransactions(ctx, pids, filterStates)
-	if err != nil {
-		return fmt.Errorf("txn list: %w", err)
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TRANSACTIONAL-ID\tPRODUCER-ID\tSTATE")
-	for _, l := range listed.Sorted() {
-		fmt.Fprintf(tw, "%s\t%d\t%s\n", l.TxnID, l.ProducerID, l.State)
-	}
-	return tw.Flush()
 }
 
-func txnDescribe(args []string, stdout io.Writer) error {
-	fs := cli.NewFlagSet("txn describe", "kawa txn describe TXNID [--brokers host:port,...]")
-	brokers := cli.BrokersFlag(fs)
-	timeout := fs.Duration("timeout", 10*time.Second, "give up on the broker after this long")
-	pos, err := cli.ParseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return fs.UsageErr("want 1 argument (TXNID), got %d", len(pos))
-	}
-	adm, ctx, done, err := txnAdmin(fs, *brokers, *timeout)
-	if err != nil {
-		return err
-	}
-	defer done()
+func txnDescribe(ctx context.Context, adm *kadm.Client, pos []string, stdout io.Writer) error {
 	described, err := adm.DescribeTransactions(ctx, pos[0])
 	if err != nil {
-		return fmt.Errorf("txn describe: %w", err)
+		return err
 	}
 	d, ok := described[pos[0]]
 	if !ok {
-		return fmt.Errorf("txn describe %s: not in the response", pos[0])
+		return fmt.Errorf("%s: not in the response", pos[0])
 	}
 	if d.Err != nil {
-		return fmt.Errorf("txn describe %s: %w", pos[0], d.Err)
+		return fmt.Errorf("%s: %w", pos[0], d.Err)
 	}
 	var parts []string
 	for _, tp := range d.Topics.Sorted() {
@@ -135,50 +94,42 @@ func txnDescribe(args []string, stdout io.Writer) error {
 	return tw.Flush()
 }
 
-func txnAbort(args []string, stdout io.Writer) error {
-	fs := cli.NewFlagSet("txn abort", "kawa txn abort --topic T --partition P --producer-id ID --producer-epoch E [--coordinator-epoch N]")
-	brokers := cli.BrokersFlag(fs)
+func txnAbort(fs *cli.FlagSet) adminFunc {
 	topic := fs.String("topic", "", "topic of the hanging transaction")
 	part := fs.Int("partition", -1, "partition of the hanging transaction")
 	pid := fs.Int64("producer-id", -1, "producer ID of the hanging transaction")
 	epoch := fs.Int("producer-epoch", -1, "producer epoch of the hanging transaction")
 	coordEpoch := fs.Int("coordinator-epoch", -1, "coordinator epoch for the marker (default: the producer's last one on the partition, or 0)")
-	timeout := fs.Duration("timeout", 10*time.Second, "give up on the broker after this long")
-	if err := cli.ParseFlags(fs, args); err != nil {
-		return err
-	}
-	switch {
-	case *topic == "":
-		return fs.UsageErr("--topic is required")
-	case *part < 0 || *pid < 0 || *epoch < 0:
-		return fs.UsageErr("--partition, --producer-id and --producer-epoch are required")
-	case *epoch > 32767:
-		return fs.UsageErr("--producer-epoch %d is above 32767", *epoch)
-	}
-	adm, ctx, done, err := txnAdmin(fs, *brokers, *timeout)
-	if err != nil {
-		return err
-	}
-	defer done()
-	ce := int32(*coordEpoch)
-	if ce < 0 {
-		if ce, err = lastCoordinatorEpoch(ctx, adm, *topic, int32(*part), *pid); err != nil {
-			return fmt.Errorf("txn abort: %w", err)
+	return func(ctx context.Context, adm *kadm.Client, _ []string, stdout io.Writer) error {
+		switch {
+		case *topic == "":
+			return fs.UsageErr("--topic is required")
+		case *part < 0 || *pid < 0 || *epoch < 0:
+			return fs.UsageErr("--partition, --producer-id and --producer-epoch are required")
+		case *epoch > 32767:
+			return fs.UsageErr("--producer-epoch %d is above 32767", *epoch)
 		}
-	}
-	m := kadm.TxnMarkers{ProducerID: *pid, ProducerEpoch: int16(*epoch), CoordinatorEpoch: ce, Topics: kadm.TopicsSet{}}
-	m.Topics.Add(*topic, int32(*part))
-	resps, err := adm.WriteTxnMarkers(ctx, m)
-	if err != nil {
-		return fmt.Errorf("txn abort: %w", err)
-	}
-	for _, p := range resps.SortedPartitions() {
-		if p.Err != nil {
-			return fmt.Errorf("txn abort %s-%d: %w", p.Topic, p.Partition, p.Err)
+		ce := int32(*coordEpoch)
+		if ce < 0 {
+			var err error
+			if ce, err = lastCoordinatorEpoch(ctx, adm, *topic, int32(*part), *pid); err != nil {
+				return err
+			}
 		}
+		m := kadm.TxnMarkers{ProducerID: *pid, ProducerEpoch: int16(*epoch), CoordinatorEpoch: ce, Topics: kadm.TopicsSet{}}
+		m.Topics.Add(*topic, int32(*part))
+		resps, err := adm.WriteTxnMarkers(ctx, m)
+		if err != nil {
+			return err
+		}
+		for _, p := range resps.SortedPartitions() {
+			if p.Err != nil {
+				return fmt.Errorf("%s-%d: %w", p.Topic, p.Partition, p.Err)
+			}
+		}
+		fmt.Fprintf(stdout, "aborted producer %d epoch %d on %s-%d\n", *pid, *epoch, *topic, *part)
+		return nil
 	}
-	fmt.Fprintf(stdout, "aborted producer %d epoch %d on %s-%d\n", *pid, *epoch, *topic, *part)
-	return nil
 }
 
 // lastCoordinatorEpoch is the coordinator epoch of the last marker written

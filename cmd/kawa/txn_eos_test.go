@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -24,8 +25,9 @@ type eosWorker struct {
 	group    string
 	kill     atomic.Bool // abandon the current transaction and restart
 	restarts atomic.Int64
-	done     *atomic.Int64 // records in transactions End reported committed, all workers
-	extra    []kgo.Opt     // more session options (the group protocol)
+	done     *atomic.Int64   // records in transactions End reported committed, all workers
+	progress chan<- struct{} // signalled (without blocking) after each committed transaction
+	extra    []kgo.Opt       // more session options (the group protocol)
 }
 
 // run processes until ctx ends. Each transaction copies the polled records
@@ -79,6 +81,10 @@ func (w *eosWorker) loop(ctx context.Context, s *kgo.GroupTransactSession) {
 		}
 		if committed {
 			w.done.Add(int64(len(recs)))
+			select {
+			case w.progress <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
@@ -127,22 +133,27 @@ func runExactlyOnce(t *testing.T, group string, extra ...kgo.Opt) {
 	wctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var done atomic.Int64
+	progress := make(chan struct{}, 1)
 	workers := make([]*eosWorker, 3)
 	for i := range workers {
-		workers[i] = &eosWorker{id: i, addr: addr, in: in, out: out, group: group, done: &done, extra: extra}
+		workers[i] = &eosWorker{id: i, addr: addr, in: in, out: out, group: group, done: &done, progress: progress, extra: extra}
 		wg.Add(1)
 		go func() { defer wg.Done(); workers[i].run(wctx) }()
 	}
-	// Chaos as the output grows: kill a worker mid-transaction three times
-	// and SIGKILL the broker once, half way. Done when the group's committed
-	// offsets cover all of A.
+	// Chaos as the output grows, on each committed transaction: kill a
+	// worker mid-transaction three times and SIGKILL the broker once, half
+	// way. Then done when the group's committed offsets cover all of A (a
+	// transaction committed just before the broker's SIGKILL may never be
+	// reported committed, so the workers' own count cannot end the test).
 	restarted := false
-	kills, last := 0, time.Now()
-	for ; ; time.Sleep(20 * time.Millisecond) {
-		if ctx.Err() != nil {
+	kills := 0
+	for kills < 3 || !restarted {
+		select {
+		case <-ctx.Done():
 			stop()
 			wg.Wait()
-			t.Fatalf("only %d of %d records committed", done.Load(), n)
+			t.Fatalf("chaos incomplete (%d kills, restarted %v): only %d of %d records committed", kills, restarted, done.Load(), n)
+		case <-progress:
 		}
 		got := done.Load()
 		if kills < 3 && got > int64(kills+1)*n/6 {
@@ -154,19 +165,14 @@ func runExactlyOnce(t *testing.T, group string, extra ...kgo.Opt) {
 			p = startKawa(t, dir, "--listen", addr)
 			restarted = true
 		}
-		if time.Since(last) > 200*time.Millisecond {
-			last = time.Now()
-			if committedSum(ctx, adm, group, in) == n {
-				break
-			}
-		}
 	}
+	deadline, _ := ctx.Deadline()
+	wait.Until(t, time.Until(deadline), "the group's committed offsets to cover all of "+in, func() bool {
+		return committedSum(ctx, adm, group, in) == n
+	})
 	stop()
 	wg.Wait()
 	checkExactlyOnce(t, addr, in, out, group, n)
-	if !restarted {
-		t.Fatal("the broker was never restarted")
-	}
 	var restarts int64
 	for _, w := range workers {
 		restarts += w.restarts.Load()

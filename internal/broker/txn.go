@@ -43,15 +43,7 @@ type txnMarkers struct{ b *Broker }
 // WriteMarker implements txn.Markers: append the control batch (validated by
 // the partition's producer state) and wait until it is durable.
 func (m txnMarkers) WriteMarker(ctx context.Context, tp txn.TopicPartition, info producer.MarkerInfo) error {
-	p, err := m.b.lookup(tp.Topic, tp.Partition)
-	if err != nil {
-		return err
-	}
-	off, err := p.WriteMarker(info, time.Now())
-	if err != nil {
-		return err
-	}
-	return p.WaitDurable(ctx, off+1)
+	return m.b.writeMarker(ctx, tp.Topic, tp.Partition, info)
 }
 
 // openTxn creates __transaction_state if needed, replays it and starts the

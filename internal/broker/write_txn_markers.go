@@ -69,6 +69,13 @@ func (b *Broker) writeOneMarker(ctx context.Context, topic string, idx int32, in
 	if topic == consumerOffsetsTopic || topic == txnStateTopic {
 		return errInternalMarker
 	}
+	return b.writeMarker(ctx, topic, idx, info)
+}
+
+// writeMarker appends a control batch to one of this broker's partitions (the
+// partition's producer state validates it) and waits until it is durable: the
+// one marker path of the transaction coordinator and of WriteTxnMarkers.
+func (b *Broker) writeMarker(ctx context.Context, topic string, idx int32, info producer.MarkerInfo) error {
 	p, err := b.lookup(topic, idx)
 	if err != nil {
 		return err
