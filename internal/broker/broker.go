@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -63,7 +62,7 @@ type Broker struct {
 // (vfs.OS in production; tests pass the crash-clone vfs.MemFS or a
 // vfs.ErrorFS; nil means vfs.OS). It creates the data dir durably (its
 // parent is fsynced). host and port are what Metadata advertises to a
-// connection whose listener sets no address of its own (wire.WithAdvertised).
+// connection whose listener sets no address of its own (wire.RequestInfo.AdvertisedHost).
 func Open(fsys vfs.FS, cfg config.Broker, host string, port int32, lg *slog.Logger, m *Metrics) (*Broker, error) {
 	cfg = cfg.WithDefaults()
 	if fsys == nil {
@@ -334,11 +333,11 @@ func (b *Broker) Close() error {
 	return errors.Join(errs...)
 }
 
-// advertised returns the address to tell the client of ctx's connection: its
+// advertised returns the address to tell the client of a request: its
 // listener's advertised address, else the broker's.
-func (b *Broker) advertised(ctx context.Context) (string, int32) {
-	if host, port, ok := wire.Advertised(ctx); ok {
-		return host, port
+func (b *Broker) advertised(info wire.RequestInfo) (string, int32) {
+	if info.AdvertisedHost != "" {
+		return info.AdvertisedHost, info.AdvertisedPort
 	}
 	return b.host, b.port
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // DescribeCluster (key 60), versions 0-1 (KIP-700).
-func (b *Broker) handleDescribeCluster(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+func (b *Broker) handleDescribeCluster(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.DescribeClusterRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeClusterResponse)
 	if r.Version >= 1 && r.EndpointType != 1 {
@@ -19,7 +19,7 @@ func (b *Broker) handleDescribeCluster(ctx context.Context, _ wire.RequestInfo, 
 	resp.EndpointType = 1
 	resp.ClusterID = b.clusterID
 	resp.ControllerID = b.cfg.NodeID
-	host, port := b.advertised(ctx)
+	host, port := b.advertised(info)
 	resp.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: b.cfg.NodeID, Host: host, Port: port}}
 	return now(resp)
 }

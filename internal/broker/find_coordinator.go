@@ -12,14 +12,14 @@ import (
 // Behaviour: this node coordinates every group (key type 0) and every
 // transactional.id (key type 1). v4+ answers a batch of keys (KIP-699).
 // Other key types are INVALID_REQUEST.
-func (b *Broker) handleFindCoordinator(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+func (b *Broker) handleFindCoordinator(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.FindCoordinatorRequest)
 	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	answer := func(keyType int8) (node int32, host string, port int32, code int16) {
 		if code := b.coordinatorAvailable(keyType); code != 0 {
 			return -1, "", -1, code
 		}
-		host, port = b.advertised(ctx)
+		host, port = b.advertised(info)
 		return b.cfg.NodeID, host, port, 0
 	}
 	if r.Version >= 4 {

@@ -19,10 +19,10 @@ import (
 // (AllowAutoTopicCreation, v4+; always at v0-v3); otherwise they get
 // UNKNOWN_TOPIC_OR_PARTITION. Topics may be named by topic ID (v10+, KIP-516).
 // Authorized-operations fields (KIP-430) are left at "not requested".
-func (b *Broker) handleMetadata(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+func (b *Broker) handleMetadata(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.MetadataRequest)
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
-	host, port := b.advertised(ctx)
+	host, port := b.advertised(info)
 	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.cfg.NodeID, Host: host, Port: port}}
 	resp.ClusterID = &b.clusterID
 	resp.ControllerID = b.cfg.NodeID

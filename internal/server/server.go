@@ -110,7 +110,7 @@ type Listener struct {
 	SASL *auth.SASL
 	// AdvertisedHost and AdvertisedPort, when set, are what Metadata,
 	// FindCoordinator and DescribeCluster tell clients of this listener
-	// (Kafka's advertised.listeners), passed to handlers by wire.WithAdvertised.
+	// (Kafka's advertised.listeners), passed to handlers in wire.RequestInfo.
 	AdvertisedHost string
 	AdvertisedPort int32
 }
@@ -358,11 +358,7 @@ func (s *Server) admit(nc net.Conn, l *Listener) {
 		queue:  make(chan pending, s.cfg.MaxInFlight),
 		budget: semaphore.NewWeighted(s.cfg.MaxConnQueuedBytes),
 	}
-	ctx := context.Background()
-	if l.AdvertisedHost != "" {
-		ctx = wire.WithAdvertised(ctx, l.AdvertisedHost, l.AdvertisedPort)
-	}
-	c.ctx, c.cancel = context.WithCancel(ctx)
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.readCtx, c.readCancel = context.WithCancel(context.Background())
 	s.conns[c] = struct{}{}
 	s.perIP[ip]++
@@ -542,7 +538,8 @@ func (c *conn) readLoop() {
 	// already queued still complete.
 	pollDone := make(chan struct{})
 	defer close(pollDone)
-	info := wire.RequestInfo{ClientAddr: c.info.Remote.String(), PollDone: pollDone}
+	info := wire.RequestInfo{ClientAddr: c.info.Remote.String(), PollDone: pollDone,
+		AdvertisedHost: c.l.AdvertisedHost, AdvertisedPort: c.l.AdvertisedPort}
 	ctx := c.ctx
 	principal, ok := c.handshakeTLS()
 	if !ok {

@@ -1,7 +1,5 @@
 package wire
 
-import "context"
-
 // RequestInfo is what the server knows about one request beyond its header
 // and body, passed explicitly from the server through the broker's handlers.
 type RequestInfo struct {
@@ -21,24 +19,11 @@ type RequestInfo struct {
 	// certificate, else "User:ANONYMOUS". The server sets it after the TLS
 	// handshake and again when SASL succeeds; it is what an authorizer checks.
 	Principal string
-}
-
-type advertisedKey struct{}
-
-type advertised struct {
-	host string
-	port int32
-}
-
-// WithAdvertised returns ctx carrying the address advertised on the listener
-// the connection arrived on (Kafka's advertised.listeners entry): Metadata and
-// FindCoordinator answer it, so a client stays on its listener.
-func WithAdvertised(ctx context.Context, host string, port int32) context.Context {
-	return context.WithValue(ctx, advertisedKey{}, advertised{host, port})
-}
-
-// Advertised returns the address set by WithAdvertised; ok is false if none.
-func Advertised(ctx context.Context) (host string, port int32, ok bool) {
-	a, ok := ctx.Value(advertisedKey{}).(advertised)
-	return a.host, a.port, ok
+	// AdvertisedHost and AdvertisedPort are the address advertised on the
+	// listener the connection arrived on (its advertised.listeners entry);
+	// Metadata, FindCoordinator and DescribeCluster answer it so a client
+	// stays on its listener. AdvertisedHost "" means the listener sets none
+	// and the broker's own address applies.
+	AdvertisedHost string
+	AdvertisedPort int32
 }
