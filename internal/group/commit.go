@@ -29,30 +29,35 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, r *kmsg.OffsetCommitRequ
 	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
 	now := c.now()
 	var parts []*commitPart
-	for _, t := range r.Topics {
-		rt := kmsg.NewOffsetCommitResponseTopic()
-		rt.Topic, rt.TopicID = t.Topic, t.TopicID
-		name, code := c.topicName(r.Version >= 10, t.Topic, t.TopicID)
-		for _, p := range t.Partitions {
-			rp := kmsg.NewOffsetCommitResponseTopicPartition()
-			rp.Partition = p.Partition
-			rt.Partitions = append(rt.Partitions, rp)
-			parts = append(parts, c.newCommitPart(name, code, p.Partition, commitOffset(r, p, now)))
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
-	c.mu.Lock()
-	w := c.offsetCommitLocked(r, parts)
-	c.mu.Unlock()
-	waitCommit(ctx, w, parts)
-	i := 0
-	for ti := range resp.Topics {
-		for pi := range resp.Topics[ti].Partitions {
-			resp.Topics[ti].Partitions[pi].ErrorCode = parts[i].code
-			i++
-		}
-	}
+	parts, resp.Topics = c.commitParts(r.Version >= 10, r.Topics, func(p kmsg.OffsetCommitRequestTopicPartition) offset {
+		return commitOffset(r, p, now)
+	})
+	c.commit(ctx, parts, func() *write { return c.offsetCommitLocked(r, parts) })
 	return resp
+}
+
+// commitParts turns a commit request's topics into commitParts and the
+// response's topics, whose error codes commit fills in: one path for
+// OffsetCommit and TxnOffsetCommit (which converts its topics to
+// OffsetCommit's). Topics are resolved by ID when byID.
+func (c *Coordinator) commitParts(byID bool, topics []kmsg.OffsetCommitRequestTopic,
+	offsetOf func(kmsg.OffsetCommitRequestTopicPartition) offset) ([]*commitPart, []kmsg.OffsetCommitResponseTopic) {
+	var parts []*commitPart
+	out := make([]kmsg.OffsetCommitResponseTopic, len(topics))
+	for ti, t := range topics {
+		rt := &out[ti]
+		*rt = kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		name, code := c.topicName(byID, t.Topic, t.TopicID)
+		rt.Partitions = make([]kmsg.OffsetCommitResponseTopicPartition, len(t.Partitions))
+		for pi, p := range t.Partitions {
+			rp := &rt.Partitions[pi]
+			*rp = kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition = p.Partition
+			parts = append(parts, c.newCommitPart(name, code, p.Partition, offsetOf(p), &rp.ErrorCode))
+		}
+	}
+	return parts, out
 }
 
 // commitPart is one partition of a commit on its way to the log.
@@ -60,12 +65,27 @@ type commitPart struct {
 	tp   topicPartition
 	o    offset
 	code int16
+	dst  *int16 // the partition's error code in the response
+}
+
+// commit runs the parts of one OffsetCommit or TxnOffsetCommit: locked
+// decides under c.mu what to write (and sets the codes of parts refused),
+// then the write is waited for outside the lock and every part's code is
+// set in its response.
+func (c *Coordinator) commit(ctx context.Context, parts []*commitPart, locked func() *write) {
+	c.mu.Lock()
+	w := locked()
+	c.mu.Unlock()
+	waitCommit(ctx, w, parts)
+	for _, p := range parts {
+		*p.dst = p.code
+	}
 }
 
 func (p *commitPart) pending() bool { return p.code == 0 }
 
-func (c *Coordinator) newCommitPart(topic string, topicCode int16, partition int32, o offset) *commitPart {
-	p := &commitPart{tp: topicPartition{topic, partition}, o: o, code: topicCode}
+func (c *Coordinator) newCommitPart(topic string, topicCode int16, partition int32, o offset, dst *int16) *commitPart {
+	p := &commitPart{tp: topicPartition{topic, partition}, o: o, code: topicCode, dst: dst}
 	if p.code == 0 && c.cfg.TopicExists != nil && !c.cfg.TopicExists(topic, partition) {
 		p.code = kerr.UnknownTopicOrPartition.Code
 	}

@@ -29,33 +29,29 @@ import (
 func (c *Coordinator) TxnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCommitRequest) *kmsg.TxnOffsetCommitResponse {
 	resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 	now := c.now()
-	var parts []*commitPart
-	for _, t := range r.Topics {
+	topics := make([]kmsg.OffsetCommitRequestTopic, len(r.Topics))
+	for i, t := range r.Topics {
+		topics[i] = kmsg.OffsetCommitRequestTopic{Topic: t.Topic, TopicID: t.TopicID}
+		for _, p := range t.Partitions {
+			topics[i].Partitions = append(topics[i].Partitions, kmsg.OffsetCommitRequestTopicPartition{
+				Partition: p.Partition, Offset: p.Offset, LeaderEpoch: p.LeaderEpoch, Metadata: p.Metadata})
+		}
+	}
+	parts, out := c.commitParts(r.Version >= 6, topics, func(p kmsg.OffsetCommitRequestTopicPartition) offset {
+		o := offset{offset: p.Offset, leaderEpoch: p.LeaderEpoch, metadata: deref(p.Metadata), commitTime: now}
+		if r.Version < 2 {
+			o.leaderEpoch = -1
+		}
+		return o
+	})
+	c.commit(ctx, parts, func() *write { return c.txnCommitLocked(r, parts) })
+	for _, t := range out {
 		rt := kmsg.NewTxnOffsetCommitResponseTopic()
 		rt.Topic, rt.TopicID = t.Topic, t.TopicID
-		name, code := c.topicName(r.Version >= 6, t.Topic, t.TopicID)
 		for _, p := range t.Partitions {
-			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-			rp.Partition = p.Partition
-			rt.Partitions = append(rt.Partitions, rp)
-			o := offset{offset: p.Offset, leaderEpoch: p.LeaderEpoch, metadata: deref(p.Metadata), commitTime: now}
-			if r.Version < 2 {
-				o.leaderEpoch = -1
-			}
-			parts = append(parts, c.newCommitPart(name, code, p.Partition, o))
+			rt.Partitions = append(rt.Partitions, kmsg.TxnOffsetCommitResponseTopicPartition(p))
 		}
 		resp.Topics = append(resp.Topics, rt)
-	}
-	c.mu.Lock()
-	w := c.txnCommitLocked(r, parts)
-	c.mu.Unlock()
-	waitCommit(ctx, w, parts)
-	i := 0
-	for ti := range resp.Topics {
-		for pi := range resp.Topics[ti].Partitions {
-			resp.Topics[ti].Partitions[pi].ErrorCode = parts[i].code
-			i++
-		}
 	}
 	return resp
 }
