@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kawa-broker/kawa/cmd/internal/cli"
+	"github.com/kawa-broker/kawa/internal/acl"
 	"github.com/kawa-broker/kawa/internal/broker"
 	"github.com/kawa-broker/kawa/internal/config"
 	"github.com/kawa-broker/kawa/internal/server"
@@ -57,6 +58,9 @@ func runServe(args []string) error {
 	fs.IntVar(&cfg.MaxConnections, "max-connections", math.MaxInt32, "cap on open client connections; at it, accepting pauses (max.connections)")
 	fs.IntVar(&cfg.MaxConnectionsPerIP, "max-connections-per-ip", math.MaxInt32, "cap on open connections from one client IP; more are closed at once (max.connections.per.ip)")
 	fs.IntVar(&cfg.MaxOpenLogFiles, "max-open-log-files", 0, "segment files held open over all partitions; idle ones are closed and reopened on use (0 = half the open-file limit)")
+	fs.StringVar(&cfg.AuthorizerClassName, "authorizer-class-name", "", "switch the authorizer on: "+acl.ClassName+" (authorizer.class.name; off by default)")
+	superUsers := fs.String("super-users", "", "principals allowed everything, semicolon-separated: User:admin;User:CN=ops (super.users)")
+	fs.BoolVar(&cfg.AllowEveryoneIfNoACLFound, "allow-everyone-if-no-acl-found", false, "allow an operation on a resource no ACL names (allow.everyone.if.no.acl.found)")
 	fs.DurationVar(&cfg.ConnectionsMaxIdle, "connections-max-idle", 10*time.Minute, "close connections that send no request for this long (connections.max.idle.ms)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -78,6 +82,12 @@ func runServe(args []string) error {
 	}
 	cfg.SASLEnabledMechanisms = strings.Split(*saslMechs, ",")
 	var err error
+	if cfg.SuperUsers, err = acl.ParseSuperUsers(*superUsers); err != nil {
+		return serveUsage("--super-users: %v", err)
+	}
+	if cfg.AuthorizerClassName != "" && cfg.AuthorizerClassName != acl.ClassName {
+		return serveUsage("--authorizer-class-name %q is not supported (only %s)", cfg.AuthorizerClassName, acl.ClassName)
+	}
 	if cfg.Fsync, err = config.ParseFsync(*fsync); err != nil {
 		return serveUsage("%v", err)
 	}

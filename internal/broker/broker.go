@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kawa-broker/kawa/internal/acl"
 	"github.com/kawa-broker/kawa/internal/auth"
 	"github.com/kawa-broker/kawa/internal/cleaner"
 	"github.com/kawa-broker/kawa/internal/config"
@@ -41,7 +42,10 @@ type Broker struct {
 	clusterID string
 
 	catalog *meta.Catalog
-	creds   *auth.Store // SCRAM credentials (KIP-554), in the data dir
+	creds   *auth.Store     // SCRAM credentials (KIP-554), in the data dir
+	authz   *acl.Authorizer // nil when no authorizer is configured (authorize.go)
+	denials rateLog         // rate-limited log of denied requests (authorize.go)
+	aclLog  rateLog         // rate-limited log of ACL changes
 	pids    *producer.Allocator
 	metrics *Metrics
 	parked  atomic.Int64   // fetches waiting in a long poll (Kafka's Fetch purgatory size)
@@ -89,9 +93,13 @@ func Open(fsys vfs.FS, cfg config.Broker, host string, port int32, lg *slog.Logg
 	if err != nil {
 		return nil, err
 	}
+	authz, err := openAuthorizer(fsys, cfg)
+	if err != nil {
+		return nil, err
+	}
 	b := &Broker{
 		cfg: cfg, fs: fsys, lg: lg, host: host, port: port,
-		catalog: cat, pids: pids, metrics: m, creds: creds,
+		catalog: cat, pids: pids, metrics: m, creds: creds, authz: authz,
 		files:   log.NewFileCache(cfg.MaxOpenLogFiles),
 		apiKeys: apiKeys(),
 		parts:   map[string][]*partition.Partition{},

@@ -12,6 +12,8 @@ type Metrics struct {
 	ProducedBytes prometheus.Counter
 	FetchedBytes  prometheus.Counter
 	ProduceErrors *prometheus.CounterVec // by Kafka error name
+	AuthzDenied   *prometheus.CounterVec // authorization checks denied, by operation and resource type
+	ACLChanges    *prometheus.CounterVec // ACL bindings created or deleted, by change
 }
 
 // NewMetrics creates the collectors and registers them on reg (nil = not
@@ -26,9 +28,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "kawa_fetched_bytes_total", Help: "Record batch bytes returned by Fetch."}),
 		ProduceErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kawa_produce_errors_total", Help: "Produce partition errors, by Kafka error name."}, []string{"error"}),
+		AuthzDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kawa_authorizer_denied_total", Help: "Authorization checks denied (each answered with an *_AUTHORIZATION_FAILED error), by operation and resource type."},
+			[]string{"operation", "resource_type"}),
+		ACLChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kawa_acl_changes_total", Help: "ACL bindings created or deleted (CreateAcls, DeleteAcls), by change."}, []string{"change"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Requests, m.ProducedBytes, m.FetchedBytes, m.ProduceErrors)
+		reg.MustRegister(m.Requests, m.ProducedBytes, m.FetchedBytes, m.ProduceErrors, m.AuthzDenied, m.ACLChanges)
 	}
 	return m
 }

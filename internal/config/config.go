@@ -55,10 +55,21 @@ type Broker struct {
 	SSLClientAuth         string
 	SASLEnabledMechanisms []string
 	AdvertisedPort        int32 // 0 = listener's port
-	DataDir               string
-	MaxRequestBytes       int32 // socket.request.max.bytes; larger declared frames close the connection
-	Fsync                 Fsync
-	FsyncInterval         time.Duration
+	// The authorizer (Kafka's names). AuthorizerClassName switches it on:
+	// "" is off (every request allowed, the ACL APIs answer
+	// SECURITY_DISABLED); the only other accepted value is Kafka's
+	// org.apache.kafka.metadata.authorizer.StandardAuthorizer, whose rules
+	// Kawa follows. SuperUsers are principals allowed everything
+	// (super.users, "User:admin"); AllowEveryoneIfNoACLFound allows an
+	// operation on a resource no ACL names (allow.everyone.if.no.acl.found,
+	// default false).
+	AuthorizerClassName       string
+	SuperUsers                []string
+	AllowEveryoneIfNoACLFound bool
+	DataDir                   string
+	MaxRequestBytes           int32 // socket.request.max.bytes; larger declared frames close the connection
+	Fsync                     Fsync
+	FsyncInterval             time.Duration
 
 	AutoCreateTopics  bool  // auto.create.topics.enable
 	DefaultPartitions int32 // num.partitions, for auto-created topics
