@@ -30,9 +30,9 @@ type env struct {
 	ob *outbox.Outbox
 }
 
-func newEnv(t *testing.T, be sqltest.Backend) *env {
+func newEnv(t *testing.T, be sqltest.Backend, opts ...kawatest.Option) *env {
 	t.Helper()
-	b := kawatest.NewBroker(t)
+	b := kawatest.NewBroker(t, opts...)
 	b.CreateTopic(testTopic, testPartitions, nil)
 	ctx := context.Background()
 	if err := outbox.Migrate(ctx, be.DB, be.Dialect); err != nil {

@@ -28,7 +28,12 @@ type pinKey struct{}
 // clientOpts are the user's options followed by the relay's own. shard >= 0
 // makes a transactional client for that shard.
 func (r *Relay) clientOpts(shard int) []kgo.Opt {
-	opts := append([]kgo.Opt(nil), r.cfg.ClientOpts...)
+	// A topic that does not exist fails its rows after one metadata load
+	// that does not know it (kgo retries 4 times by default, about 12 s that
+	// the whole shard waits, per attempt): the attempt is charged and the
+	// row goes dead after MaxAttempts like any other rejected row. Before
+	// ClientOpts, so an application can choose otherwise.
+	opts := append([]kgo.Opt{kgo.UnknownTopicRetries(1)}, r.cfg.ClientOpts...)
 	opts = append(opts,
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(partitioner()),
