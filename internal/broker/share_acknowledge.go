@@ -17,11 +17,17 @@ import (
 // holds (ACCEPT: acknowledged, never redelivered; RELEASE: available again,
 // or archived at share.delivery.count.limit; REJECT and gaps: archived;
 // RENEW: the lock restarts) and the share-partition state is persisted
-// before the answer. Share session epoch -1 then closes the session,
-// releasing every record the member still holds. Errors: INVALID_REQUEST
-// (no group or member), UNKNOWN_MEMBER_ID; per partition
-// INVALID_RECORD_STATE (an offset not acquired by this member: lock expired
-// or already acknowledged), INVALID_REQUEST (a batch with Last < First,
+// before the answer. The share-session epoch is checked first (Kafka's
+// acknowledgeSessionUpdate): it must be the open session's current one
+// (which then moves on, as after a ShareFetch) or -1, which closes the
+// session after the acknowledgements, releasing every record the member
+// still holds. Errors for the whole request, which then changes nothing:
+// INVALID_REQUEST (no group or member), UNKNOWN_MEMBER_ID,
+// INVALID_SHARE_SESSION_EPOCH (epoch 0, or not the session's),
+// SHARE_SESSION_NOT_FOUND; per partition
+// INVALID_RECORD_STATE (an offset not acquired by this member: lock expired,
+// already acknowledged or archived, below the share-partition start offset
+// or never delivered), INVALID_REQUEST (a batch with Last < First,
 // a type count that fits neither 1 nor the range, or a type other than 0-4;
 // such a batch changes nothing), UNKNOWN_TOPIC_ID.
 func (b *Broker) handleShareAcknowledge(_ context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
@@ -34,7 +40,7 @@ func (b *Broker) handleShareAcknowledge(_ context.Context, _ wire.RequestInfo, r
 	}
 	groupID, memberID := *r.GroupID, *r.MemberID
 	resp.AcquisitionLockTimeoutMillis = int32(b.shares.LockDuration(groupID).Milliseconds())
-	if _, err := b.shares.Session(groupID, memberID, 1, nil, nil); err != nil {
+	if err := b.shares.AckSession(groupID, memberID, r.ShareSessionEpoch); err != nil {
 		resp.ErrorCode, resp.ErrorMessage = errCode(err), errMsg(err)
 		return done
 	}
@@ -61,8 +67,8 @@ func (b *Broker) handleShareAcknowledge(_ context.Context, _ wire.RequestInfo, r
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	if r.ShareSessionEpoch == -1 {
-		if _, err := b.shares.Session(groupID, memberID, -1, nil, nil); err != nil {
+	if r.ShareSessionEpoch == share.SessionClose {
+		if err := b.shares.CloseSession(groupID, memberID); err != nil {
 			resp.ErrorCode, resp.ErrorMessage = errCode(err), errMsg(err)
 		}
 	}

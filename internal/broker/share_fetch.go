@@ -20,23 +20,33 @@ const defaultShareMaxRecords = 500
 // ShareFetch (key 78), versions 1-2 (KIP-932; v2 adds KIP-1206's acquire
 // mode and KIP-1222's renew acknowledgements).
 //
-// Behaviour: piggybacked acknowledgements are applied first (answered per
-// partition in acknowledge_error_code), then the share session is updated
-// (epoch 0 opens it with the request's partitions, -1 closes it and
-// releases the member's acquired records, others add partitions and drop
-// forgotten ones). Records are then acquired from every session partition:
+// Behaviour: first the share session (KIP-932 "Share sessions", Kafka's
+// SharePartitionManager.newContext): epoch 0 opens a new one with the
+// request's partitions (replacing any open one; piggybacked
+// acknowledgements are refused then), -1 closes it, any other epoch must
+// be the session's current one (1 after the opening fetch, then one more
+// per ShareFetch or ShareAcknowledge; MaxInt32 wraps to 1) and adds the
+// request's partitions and drops forgotten ones. A refused session step
+// changes nothing. Then piggybacked acknowledgements are applied (answered
+// per partition in acknowledge_error_code); epoch -1 then releases every
+// record the member still holds and fetches nothing. Records are then
+// acquired from every session partition:
 // redeliveries (the lowest available offsets) first, then new records up
 // to the high watermark (the last stable offset under
 // share.isolation.level=read_committed, where aborted transactions' records
 // and control batches are archived, never delivered). At most max_records
 // are acquired, each locked for share.record.lock.duration.ms (the response's
-// acquisition_lock_timeout_ms). Whole stored batches are returned; the
+// acquisition_lock_timeout_ms); their delivery counts are persisted before
+// the answer. Whole stored batches are returned; the
 // acquired_records ranges say which of their records belong to this member.
 // With nothing to acquire the request long-polls up to max_wait_ms, woken
 // by appends, releases and lock expiries. Only partitions with records or
-// errors, or with acknowledgements in the request, are answered. Errors:
-// INVALID_REQUEST (no group or member), UNKNOWN_MEMBER_ID, UNKNOWN_TOPIC_ID
-// per partition. Share-session epochs are not sequence-checked.
+// errors, or with acknowledgements in the request, are answered. Errors
+// for the whole request: INVALID_REQUEST (no group or member; epoch 0 with
+// acknowledgements), UNKNOWN_MEMBER_ID, SHARE_SESSION_NOT_FOUND (no open
+// session for a non-zero epoch), INVALID_SHARE_SESSION_EPOCH (not the
+// session's epoch); per partition UNKNOWN_TOPIC_ID, KAFKA_STORAGE_ERROR
+// (the acquisition could not be persisted; nothing was acquired).
 func (b *Broker) handleShareFetch(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.ShareFetchRequest)
 	return func() (kmsg.Response, error) { return b.shareFetch(ctx, info.PollDone, r), nil }
@@ -69,7 +79,15 @@ func (b *Broker) shareFetch(ctx context.Context, pollDone <-chan struct{}, r *km
 		}
 		return a
 	}
+	// The session step comes first, as in Kafka (newContext before the
+	// acknowledgements): a request with a stale epoch changes nothing.
+	type ackTP struct {
+		id   [16]byte
+		tp   share.TP
+		acks []share.Ack
+	}
 	var add, forget []share.TP
+	var acked []ackTP
 	for _, rt := range r.Topics {
 		t, known := b.catalog.ByID(rt.TopicID)
 		for _, rp := range rt.Partitions {
@@ -86,11 +104,7 @@ func (b *Broker) shareFetch(ctx context.Context, pollDone <-chan struct{}, r *km
 				for _, ab := range rp.AcknowledgementBatches {
 					acks = append(acks, share.Ack{First: ab.FirstOffset, Last: ab.LastOffset, Types: ab.AcknowledgeTypes})
 				}
-				a := answer(t.ID, tp)
-				a.acked = true
-				if err := b.shares.Acknowledge(groupID, memberID, tp, acks); err != nil {
-					a.sp.AcknowledgeErrorCode, a.sp.AcknowledgeErrorMessage = errCode(err), errMsg(err)
-				}
+				acked = append(acked, ackTP{t.ID, tp, acks})
 			}
 		}
 	}
@@ -101,10 +115,23 @@ func (b *Broker) shareFetch(ctx context.Context, pollDone <-chan struct{}, r *km
 			}
 		}
 	}
-	tps, err := b.shares.Session(groupID, memberID, r.ShareSessionEpoch, add, forget)
+	tps, err := b.shares.FetchSession(groupID, memberID, r.ShareSessionEpoch, add, forget, len(acked) > 0)
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = errCode(err), errMsg(err)
+		resp.Topics = nil
 		return resp
+	}
+	for _, x := range acked {
+		a := answer(x.id, x.tp)
+		a.acked = true
+		if err := b.shares.Acknowledge(groupID, memberID, x.tp, x.acks); err != nil {
+			a.sp.AcknowledgeErrorCode, a.sp.AcknowledgeErrorMessage = errCode(err), errMsg(err)
+		}
+	}
+	if r.ShareSessionEpoch == share.SessionClose {
+		if err := b.shares.CloseSession(groupID, memberID); err != nil {
+			resp.ErrorCode, resp.ErrorMessage = errCode(err), errMsg(err)
+		}
 	}
 	max := int(r.MaxRecords)
 	if max <= 0 {
@@ -198,7 +225,12 @@ func (b *Broker) shareFetchOnce(groupID, memberID string, tps []share.TP, max, m
 			continue
 		}
 		spans, raws := shareSpans(res)
-		acq := b.shares.Acquire(groupID, memberID, tp, from, spans, bound, max-n)
+		acq, err := b.shares.Acquire(groupID, memberID, tp, from, spans, bound, max-n)
+		if err != nil {
+			a := answer(t.ID, tp)
+			a.sp.ErrorCode, a.sp.ErrorMessage = kerr.KafkaStorageError.Code, kmsg.StringPtr(err.Error())
+			continue
+		}
 		if len(acq) == 0 {
 			continue
 		}

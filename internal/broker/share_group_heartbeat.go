@@ -13,12 +13,15 @@ import (
 // ShareGroupHeartbeat (key 76), versions 1-1 (KIP-932; v0 was the early
 // access version and is not advertised).
 //
-// Behaviour: member epoch 0 joins (an empty member ID gets one generated),
-// -1 leaves and releases the member's acquired records, anything else
-// heartbeats. The assignment is every partition of every subscribed topic
-// (see internal/share) and is sent on every heartbeat, so a client always
-// holds the current one. Errors: INVALID_REQUEST (no group ID, join
-// without subscription), UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH.
+// Behaviour: member epoch 0 joins (or rejoins) with the member ID the
+// client generated (KIP-1082), -1 leaves and releases the member's acquired
+// records, anything else heartbeats. The assignment is every partition of
+// every subscribed topic (see internal/share) and is sent on every
+// heartbeat, so a client always holds the current one. Errors, as Kafka's
+// GroupMetadataManager: INVALID_REQUEST (group or member ID empty or blank,
+// member epoch below -1, a join without subscription), GROUP_ID_NOT_FOUND
+// (a leave or heartbeat naming no share group), UNKNOWN_MEMBER_ID (a
+// leave or heartbeat of a member not in the group), FENCED_MEMBER_EPOCH.
 func (b *Broker) handleShareGroupHeartbeat(_ context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.ShareGroupHeartbeatRequest)
 	resp := r.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)

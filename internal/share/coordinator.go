@@ -20,8 +20,6 @@
 package share
 
 import (
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -30,6 +28,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -70,7 +69,11 @@ type member struct {
 	epoch    int32
 	topics   []string
 	deadline time.Time
-	session  map[TP]struct{} // the share session's partitions (ShareFetch)
+	// The member's share session (KIP-932 "Share sessions"): its
+	// partitions and the epoch its next ShareFetch or ShareAcknowledge must
+	// carry; session nil means no session is open.
+	session      map[TP]struct{}
+	sessionEpoch int32
 }
 
 type group struct {
@@ -258,14 +261,25 @@ type Assignment struct {
 	Partitions  map[string][]int32 // topic -> partitions
 }
 
-// Heartbeat is ShareGroupHeartbeat (KIP-932): memberEpoch 0 joins (memberID
-// empty: the coordinator makes one), -1 leaves, anything else is a
-// heartbeat of a known member. topics nil keeps the subscription. Errors:
-// kerr.InvalidRequest (no group ID, or joining with no subscription),
-// kerr.UnknownMemberID, kerr.FencedMemberEpoch.
+// Heartbeat is ShareGroupHeartbeat v1 (KIP-932; KIP-1082: the client
+// generates the member ID and keeps it for its lifetime): memberEpoch 0
+// joins (or rejoins) with a non-empty subscription, -1 leaves, anything
+// else is a heartbeat of a known member. topics nil keeps the
+// subscription. Errors, as Kafka's GroupMetadataManager: kerr.InvalidRequest
+// (group or member ID empty or only spaces, epoch below -1, a join with no
+// subscription), kerr.GroupIDNotFound (a leave or heartbeat naming a group
+// that does not exist), kerr.UnknownMemberID (a leave or heartbeat of a
+// member not in the group), kerr.FencedMemberEpoch.
 func (c *Coordinator) Heartbeat(groupID, memberID string, memberEpoch int32, topics []string, resolve Topics) (Assignment, error) {
-	if groupID == "" {
-		return Assignment{}, kerr.InvalidRequest
+	switch {
+	case strings.TrimSpace(groupID) == "":
+		return Assignment{}, fmt.Errorf("%w: GroupId can't be empty", kerr.InvalidRequest)
+	case strings.TrimSpace(memberID) == "":
+		return Assignment{}, fmt.Errorf("%w: MemberId can't be empty (KIP-1082: the client generates it)", kerr.InvalidRequest)
+	case memberEpoch < -1:
+		return Assignment{}, fmt.Errorf("%w: MemberEpoch is invalid", kerr.InvalidRequest)
+	case memberEpoch == 0 && len(topics) == 0:
+		return Assignment{}, fmt.Errorf("%w: SubscribedTopicNames must be set in first request", kerr.InvalidRequest)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -275,28 +289,20 @@ func (c *Coordinator) Heartbeat(groupID, memberID string, memberEpoch int32, top
 	// could fill the coordinator's memory with made-up group IDs.
 	g := c.groupLocked(groupID, memberEpoch == 0)
 	if g == nil {
-		if memberEpoch == -1 {
-			return Assignment{MemberID: memberID, MemberEpoch: -1}, nil
-		}
-		return Assignment{}, kerr.UnknownMemberID
+		return Assignment{}, kerr.GroupIDNotFound
 	}
 	c.expireMembersLocked(g, now)
 	m := g.members[memberID]
 	switch {
 	case memberEpoch == -1:
-		if m != nil {
-			c.removeMemberLocked(g, memberID)
+		if m == nil {
+			return Assignment{}, kerr.UnknownMemberID
 		}
+		c.removeMemberLocked(g, memberID)
 		return Assignment{MemberID: memberID, MemberEpoch: -1}, nil
 	case memberEpoch == 0:
-		if topics == nil {
-			return Assignment{}, kerr.InvalidRequest
-		}
-		if memberID == "" {
-			memberID = newMemberID()
-		}
 		if m == nil {
-			m = &member{session: map[TP]struct{}{}}
+			m = &member{}
 			g.members[memberID] = m
 		}
 		g.epoch++
@@ -341,12 +347,6 @@ func equalStrings(a, b []string) bool {
 		}
 	}
 	return true
-}
-
-func newMemberID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // expireMembersLocked removes members whose session timed out.
@@ -410,38 +410,69 @@ func (c *Coordinator) Describe(groupID string, resolve Topics) (GroupInfo, bool)
 	return info, true
 }
 
-// Session applies a ShareFetch's share-session bookkeeping (KIP-932 share
-// sessions) and returns the partitions to fetch: epoch 0 opens a session
-// with add, -1 closes it (releasing the member's records), others add and
-// forget partitions. Errors: kerr.UnknownMemberID for a member not in the
-// group. Session epochs are not sequence-checked: a lost response cannot
-// strand a client.
-func (c *Coordinator) Session(groupID, memberID string, epoch int32, add, forget []TP) ([]TP, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// Share-session epochs of ShareFetch and ShareAcknowledge (KIP-932,
+// ShareRequestMetadata): 0 opens a session, -1 closes it, others must
+// equal the session's current epoch.
+const (
+	SessionOpen  int32 = 0
+	SessionClose int32 = -1
+)
+
+// nextSessionEpoch is the epoch after e: MaxInt32 wraps to 1, never to the
+// reserved 0 and -1 (Kafka's ShareRequestMetadata.nextEpoch).
+func nextSessionEpoch(e int32) int32 {
+	if e == 1<<31-1 {
+		return 1
+	}
+	return e + 1
+}
+
+// sessionMemberLocked returns the group's live member memberID.
+// Errors: kerr.UnknownMemberID.
+func (c *Coordinator) sessionMemberLocked(groupID, memberID string) (*group, *member, error) {
 	g := c.groups[groupID]
 	if g == nil {
-		return nil, kerr.UnknownMemberID
+		return nil, nil, kerr.UnknownMemberID
 	}
 	c.expireMembersLocked(g, c.now())
 	m := g.members[memberID]
 	if m == nil {
-		return nil, kerr.UnknownMemberID
+		return nil, nil, kerr.UnknownMemberID
 	}
-	switch epoch {
-	case 0:
-		m.session = map[TP]struct{}{}
-	case -1:
-		m.session = map[TP]struct{}{}
-		any := false
-		for _, sp := range g.parts {
-			any = sp.releaseMember(memberID, g.limit()) || any
+	return g, m, nil
+}
+
+// FetchSession is a ShareFetch's share-session step (Kafka's
+// SharePartitionManager.newContext), taken before its acknowledgements are
+// applied, and returns the session's partitions to fetch, sorted. Epoch 0
+// replaces any session with a new one holding add (acknowledgements are
+// not allowed then: INVALID_REQUEST), and the next epoch is 1; -1 needs an
+// open session and returns no partitions (the caller applies the
+// acknowledgements, then CloseSession); any other epoch must be the
+// session's, adds add and drops forget, and moves the epoch on. Errors:
+// kerr.UnknownMemberID (not a member), kerr.InvalidRequest,
+// kerr.ShareSessionNotFound (no session open), kerr.InvalidShareSessionEpoch.
+func (c *Coordinator) FetchSession(groupID, memberID string, epoch int32, add, forget []TP, hasAcks bool) ([]TP, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, m, err := c.sessionMemberLocked(groupID, memberID)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case epoch == SessionOpen:
+		if hasAcks {
+			return nil, fmt.Errorf("%w: acknowledgements in a ShareFetch that opens a share session", kerr.InvalidRequest)
 		}
-		if any {
-			c.wakeLocked()
-			return nil, c.saveLocked(g)
-		}
+		m.session, m.sessionEpoch = map[TP]struct{}{}, 1
+	case m.session == nil:
+		return nil, kerr.ShareSessionNotFound
+	case epoch == SessionClose:
 		return nil, nil
+	case epoch != m.sessionEpoch:
+		return nil, fmt.Errorf("%w: got %d, the session is at %d", kerr.InvalidShareSessionEpoch, epoch, m.sessionEpoch)
+	default:
+		m.sessionEpoch = nextSessionEpoch(m.sessionEpoch)
 	}
 	for _, tp := range add {
 		m.session[tp] = struct{}{}
@@ -460,6 +491,55 @@ func (c *Coordinator) Session(groupID, memberID string, epoch int32, add, forget
 		return out[i].Partition < out[j].Partition
 	})
 	return out, nil
+}
+
+// AckSession is a ShareAcknowledge's share-session step (Kafka's
+// acknowledgeSessionUpdate), taken before its acknowledgements are
+// applied: the epoch must be the open session's (it then moves on) or -1
+// (the caller applies the acknowledgements, then CloseSession). Errors:
+// kerr.UnknownMemberID, kerr.InvalidShareSessionEpoch (epoch 0: a
+// ShareAcknowledge cannot open a session; or a stale epoch),
+// kerr.ShareSessionNotFound.
+func (c *Coordinator) AckSession(groupID, memberID string, epoch int32) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, m, err := c.sessionMemberLocked(groupID, memberID)
+	switch {
+	case err != nil:
+		return err
+	case epoch == SessionOpen:
+		return fmt.Errorf("%w: a ShareAcknowledge cannot open a share session", kerr.InvalidShareSessionEpoch)
+	case m.session == nil:
+		return kerr.ShareSessionNotFound
+	case epoch == SessionClose:
+		return nil
+	case epoch != m.sessionEpoch:
+		return fmt.Errorf("%w: got %d, the session is at %d", kerr.InvalidShareSessionEpoch, epoch, m.sessionEpoch)
+	}
+	m.sessionEpoch = nextSessionEpoch(m.sessionEpoch)
+	return nil
+}
+
+// CloseSession ends the member's share session (epoch -1) and releases
+// every record it still holds, persisting the change. Errors:
+// kerr.UnknownMemberID, or the snapshot write's error.
+func (c *Coordinator) CloseSession(groupID, memberID string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, m, err := c.sessionMemberLocked(groupID, memberID)
+	if err != nil {
+		return err
+	}
+	m.session, m.sessionEpoch = nil, 0
+	any := false
+	for _, sp := range g.parts {
+		any = sp.releaseMember(memberID, g.limit()) || any
+	}
+	if !any {
+		return nil
+	}
+	c.wakeLocked()
+	return c.saveLocked(g)
 }
 
 // partLocked returns the share-partition, creating it with its SPSO at
@@ -507,19 +587,31 @@ func (c *Coordinator) ReadFrom(groupID string, tp TP, logStart, hw, bound int64)
 }
 
 // Acquire locks up to max records of spans, read from the log at from, for
-// member (ShareFetch's acquisition) and returns the acquired runs.
-func (c *Coordinator) Acquire(groupID, memberID string, tp TP, from int64, spans []Span, bound int64, max int) []Acquired {
+// member (ShareFetch's acquisition) and returns the acquired runs. The new
+// delivery counts are persisted before it returns, so a crash after the
+// records went out cannot hand them out again under the same count (the
+// delivery-count limit holds over restarts). Errors: the snapshot write's;
+// nothing is acquired then.
+func (c *Coordinator) Acquire(groupID, memberID string, tp TP, from int64, spans []Span, bound int64, max int) ([]Acquired, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g := c.groups[groupID]
 	if g == nil || g.members[memberID] == nil {
-		return nil
+		return nil, nil
 	}
 	sp := g.parts[tp]
 	if sp == nil {
-		return nil
+		return nil, nil
 	}
-	return sp.acquire(from, spans, bound, memberID, c.now().Add(g.duration(ConfigLockDuration, DefaultLockDuration)), max)
+	acq := sp.acquire(from, spans, bound, memberID, c.now().Add(g.duration(ConfigLockDuration, DefaultLockDuration)), max, g.limit())
+	if len(acq) == 0 {
+		return nil, nil
+	}
+	if err := c.saveLocked(g); err != nil {
+		sp.unacquire(acq)
+		return nil, err
+	}
+	return acq, nil
 }
 
 // NextExpiry is the earliest acquisition-lock deadline in the group (zero:
@@ -563,6 +655,20 @@ func knownTypes(types []int8) bool {
 	return true
 }
 
+// nonGap reports whether any type of an acknowledgement batch for the
+// batch-relative offsets [i, j] is not AckGap (one type: it covers all).
+func nonGap(types []int8, i, j int64) bool {
+	if len(types) == 1 {
+		return types[0] != AckGap
+	}
+	for k := i; k <= j; k++ {
+		if types[k] != AckGap {
+			return true
+		}
+	}
+	return false
+}
+
 // Acknowledge applies acks to tp's in-flight records held by memberID and
 // persists the result before returning. Errors: kerr.InvalidRecordState
 // when an offset is not acquired by this member (lock expired, already
@@ -588,8 +694,14 @@ func (c *Coordinator) Acknowledge(groupID, memberID string, tp TP, acks []Ack) e
 			bad = kerr.InvalidRequest
 			continue
 		}
-		if a.Last >= sp.end && (len(a.Types) == 1 && a.Types[0] != AckGap || len(a.Types) > 1) {
-			bad = kerr.InvalidRecordState // offsets never acquired
+		// Offsets outside [SPSO, SPEO) are not acquired by anyone: below
+		// the SPSO they are already acknowledged or archived, at or past
+		// the SPEO never delivered. Kafka's SharePartition finds no cached
+		// batch for them and answers INVALID_RECORD_STATE; a GAP names
+		// offsets the log no longer holds, which is no claim on a record.
+		if (a.First < sp.start && nonGap(a.Types, 0, min64(a.Last, sp.start-1)-a.First)) ||
+			(a.Last >= sp.end && nonGap(a.Types, max64(a.First, sp.end)-a.First, a.Last-a.First)) {
+			bad = kerr.InvalidRecordState
 		}
 		// Only [SPSO, SPEO) holds state, so a batch claiming a huge range
 		// costs no more than the records in flight.
@@ -708,9 +820,15 @@ func (c *Coordinator) saveLocked(g *group) error {
 		sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
 		for _, o := range offs {
 			r := sp.recs[o]
+			// A restart ends every acquisition lock as an expiry would:
+			// the record is available again, or archived when its
+			// delivery count reached the limit.
 			st := r.state
 			if st == stateAcquired {
 				st = stateAvailable
+				if int(r.count) >= g.limit() {
+					st = stateArchived
+				}
 			}
 			if k := len(ps.Runs) - 1; k >= 0 && ps.Runs[k].Last == o-1 && ps.Runs[k].State == st && ps.Runs[k].Count == r.count {
 				ps.Runs[k].Last = o
@@ -756,6 +874,7 @@ func decode(b []byte) (*group, error) {
 				sp.recs[o] = &rec{state: r.State, count: r.Count}
 			}
 		}
+		sp.advance() // records archived by the restart (delivery limit) may end the window's head
 		g.parts[TP{ps.Topic, ps.Partition}] = sp
 	}
 	return g, nil

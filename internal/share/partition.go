@@ -132,7 +132,7 @@ func (sp *sharePartition) firstAvailable() int64 {
 // from is the offset the read started at: available records between from
 // and the spans' end that no span covers are gone from the log (compacted
 // or deleted), so they are dropped rather than waited for forever.
-func (sp *sharePartition) acquire(from int64, spans []Span, bound int64, member string, lockUntil time.Time, max int) []Acquired {
+func (sp *sharePartition) acquire(from int64, spans []Span, bound int64, member string, lockUntil time.Time, max, limit int) []Acquired {
 	var out []Acquired
 	n := 0
 	next := from
@@ -157,7 +157,10 @@ func (sp *sharePartition) acquire(from int64, spans []Span, bound int64, member 
 			if !ok || r.state != stateAvailable {
 				continue
 			}
-			if s.Skip {
+			// A record already delivered limit times (the limit was
+			// lowered, or its lock ended with the broker) is archived,
+			// never delivered again.
+			if s.Skip || int(r.count) >= limit {
 				r.state = stateArchived
 				continue
 			}
@@ -178,8 +181,28 @@ func (sp *sharePartition) acquire(from int64, spans []Span, bound int64, member 
 	return out
 }
 
+// unacquire undoes acquire's runs (their acquisition could not be made
+// durable): the records are available again with their old counts.
+func (sp *sharePartition) unacquire(acq []Acquired) {
+	for _, q := range acq {
+		for o := q.First; o <= q.Last; o++ {
+			if r := sp.recs[o]; r != nil && r.state == stateAcquired {
+				r.state, r.member, r.lock = stateAvailable, "", time.Time{}
+				r.count--
+			}
+		}
+	}
+}
+
 func max64(a, b int64) int64 {
 	if a > b {
+		return a
+	}
+	return b
+}
+
+func min64(a, b int64) int64 {
+	if a < b {
 		return a
 	}
 	return b

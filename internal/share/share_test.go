@@ -36,7 +36,8 @@ func open(t *testing.T, fsys vfs.FS) *Coordinator {
 }
 
 // acquire reads like ShareFetch over a log of ten one-record batches 0..9.
-func acquire(c *Coordinator, member string) []Acquired {
+func acquire(t *testing.T, c *Coordinator, member string) []Acquired {
+	t.Helper()
 	from, ok := c.ReadFrom("g", tp, 0, 10, 10)
 	if !ok {
 		return nil
@@ -45,7 +46,11 @@ func acquire(c *Coordinator, member string) []Acquired {
 	for o := from; o < 10; o++ {
 		spans = append(spans, Span{First: o, Last: o})
 	}
-	return c.Acquire("g", member, tp, from, spans, 10, 100)
+	acq, err := c.Acquire("g", member, tp, from, spans, 10, 100)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	return acq
 }
 
 // The acquisition lock expires after share.record.lock.duration.ms of
@@ -54,15 +59,15 @@ func acquire(c *Coordinator, member string) []Acquired {
 func TestLockExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := open(t, vfs.NewMem())
-		if got := acquire(c, "a"); len(got) != 1 || got[0] != (Acquired{0, 9, 1}) {
+		if got := acquire(t, c, "a"); len(got) != 1 || got[0] != (Acquired{0, 9, 1}) {
 			t.Fatalf("a acquired %v, want [{0 9 1}]", got)
 		}
 		time.Sleep(DefaultLockDuration - time.Millisecond)
-		if got := acquire(c, "b"); len(got) != 0 {
+		if got := acquire(t, c, "b"); len(got) != 0 {
 			t.Fatalf("b acquired %v before the lock expired", got)
 		}
 		time.Sleep(time.Millisecond)
-		if got := acquire(c, "b"); len(got) != 1 || got[0] != (Acquired{0, 9, 2}) {
+		if got := acquire(t, c, "b"); len(got) != 1 || got[0] != (Acquired{0, 9, 2}) {
 			t.Fatalf("b acquired %v after expiry, want [{0 9 2}]", got)
 		}
 		if err := c.Acknowledge("g", "a", tp, []Ack{{0, 9, []int8{AckAccept}}}); !errors.Is(err, kerr.InvalidRecordState) {
@@ -72,15 +77,15 @@ func TestLockExpiry(t *testing.T) {
 }
 
 // Heartbeats that leave or name an unknown member of a group that does not
-// exist answer as before but create no group (else made-up group IDs would
+// exist answer GROUP_ID_NOT_FOUND (Kafka's shareGroup lookup) and create no group (else made-up group IDs would
 // pile up in memory and be described as existing).
 func TestHeartbeatUnknownGroupCreatesNothing(t *testing.T) {
 	c := open(t, vfs.NewMem())
-	if a, err := c.Heartbeat("nope1", "x", -1, nil, one); err != nil || a.MemberEpoch != -1 {
-		t.Errorf("leave of a group that does not exist: %+v, %v; want epoch -1, nil", a, err)
+	if _, err := c.Heartbeat("nope1", "x", -1, nil, one); !errors.Is(err, kerr.GroupIDNotFound) {
+		t.Errorf("leave of a group that does not exist: %v, want GROUP_ID_NOT_FOUND", err)
 	}
-	if _, err := c.Heartbeat("nope2", "x", 5, []string{"q"}, one); !errors.Is(err, kerr.UnknownMemberID) {
-		t.Errorf("heartbeat to a group that does not exist: %v, want UNKNOWN_MEMBER_ID", err)
+	if _, err := c.Heartbeat("nope2", "x", 5, []string{"q"}, one); !errors.Is(err, kerr.GroupIDNotFound) {
+		t.Errorf("heartbeat to a group that does not exist: %v, want GROUP_ID_NOT_FOUND", err)
 	}
 	for _, id := range []string{"nope1", "nope2"} {
 		if c.Has(id) {
@@ -97,7 +102,7 @@ func TestHeartbeatUnknownGroupCreatesNothing(t *testing.T) {
 // in-flight window do not hide the bad type.
 func TestAcknowledgeUnknownType(t *testing.T) {
 	c := open(t, vfs.NewMem())
-	acquire(c, "a")
+	acquire(t, c, "a")
 	types := make([]int8, 10)
 	for i := range types {
 		types[i] = AckAccept
@@ -122,12 +127,12 @@ func TestAcknowledgeUnknownType(t *testing.T) {
 func TestReopenKeepsAcks(t *testing.T) {
 	fsys := vfs.NewMem()
 	c := open(t, fsys)
-	acquire(c, "a")
+	acquire(t, c, "a")
 	if err := c.Acknowledge("g", "a", tp, []Ack{{0, 4, []int8{AckAccept}}}); err != nil {
 		t.Fatal(err)
 	}
 	c2 := open(t, fsys)
-	got := acquire(c2, "b")
+	got := acquire(t, c2, "b")
 	if len(got) != 1 || got[0] != (Acquired{5, 9, 2}) {
 		t.Fatalf("after reopen acquired %v, want [{5 9 2}]", got)
 	}
@@ -155,12 +160,173 @@ func TestOpenBadSnapshot(t *testing.T) {
 // the range; the records in flight it covers are acknowledged.
 func TestAcknowledgeHugeRange(t *testing.T) {
 	c := open(t, vfs.NewMem())
-	acquire(c, "a")
+	acquire(t, c, "a")
 	err := c.Acknowledge("g", "a", tp, []Ack{{0, 1<<63 - 1, []int8{AckAccept}}})
 	if !errors.Is(err, kerr.InvalidRecordState) {
 		t.Errorf("huge ack: %v, want INVALID_RECORD_STATE", err)
 	}
-	if got := acquire(c, "b"); len(got) != 0 {
+	if got := acquire(t, c, "b"); len(got) != 0 {
 		t.Errorf("after accepting 0..9, b acquired %v", got)
+	}
+}
+
+// ShareGroupHeartbeat is validated as Kafka's GroupMetadataManager does:
+// since KIP-1082 the client generates the member ID, so an empty or blank
+// one is INVALID_REQUEST (the coordinator used to make one up); so are an
+// epoch below -1 and a join with an empty subscription. A leave of a member
+// the group does not hold is UNKNOWN_MEMBER_ID (it used to answer 0).
+func TestHeartbeatValidation(t *testing.T) {
+	c := open(t, vfs.NewMem())
+	for _, tc := range []struct {
+		group, member string
+		epoch         int32
+		topics        []string
+	}{
+		{"g", "", 0, []string{"q"}},
+		{"g", "  ", 0, []string{"q"}},
+		{"g", "", -1, nil},
+		{" ", "m", 0, []string{"q"}},
+		{"g", "a", -2, nil},
+		{"g", "c", 0, []string{}},
+		{"g", "c", 0, nil},
+	} {
+		if a, err := c.Heartbeat(tc.group, tc.member, tc.epoch, tc.topics, one); !errors.Is(err, kerr.InvalidRequest) {
+			t.Errorf("Heartbeat(%q, %q, %d, %v) = %+v, %v; want INVALID_REQUEST", tc.group, tc.member, tc.epoch, tc.topics, a, err)
+		}
+	}
+	if _, err := c.Heartbeat("g", "stranger", -1, nil, one); !errors.Is(err, kerr.UnknownMemberID) {
+		t.Errorf("leave of an unknown member: %v, want UNKNOWN_MEMBER_ID", err)
+	}
+	if a, err := c.Heartbeat("g", "a", -1, nil, one); err != nil || a.MemberEpoch != -1 || a.MemberID != "a" {
+		t.Errorf("leave of member a: %+v, %v; want a at epoch -1", a, err)
+	}
+	if _, err := c.Heartbeat("g", "a", -1, nil, one); !errors.Is(err, kerr.UnknownMemberID) {
+		t.Errorf("second leave of member a: %v, want UNKNOWN_MEMBER_ID", err)
+	}
+	info, _ := c.Describe("g", one)
+	if len(info.Members) != 1 || info.Members[0].ID != "b" {
+		t.Errorf("members after the refused heartbeats: %+v, want only b", info.Members)
+	}
+}
+
+// Acknowledging offsets below the share-partition start offset (already
+// acknowledged) is INVALID_RECORD_STATE, as Kafka answers for offsets it
+// holds no in-flight batch for (it used to answer 0); a GAP there is no
+// claim on a record and passes.
+func TestAcknowledgeBelowStart(t *testing.T) {
+	c := open(t, vfs.NewMem())
+	acquire(t, c, "a")
+	if err := c.Acknowledge("g", "a", tp, []Ack{{0, 4, []int8{AckAccept}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range []int8{AckAccept, AckRelease, AckReject, AckRenew} {
+		if err := c.Acknowledge("g", "a", tp, []Ack{{0, 4, []int8{typ}}}); !errors.Is(err, kerr.InvalidRecordState) {
+			t.Errorf("type %d on 0..4 below the SPSO: %v, want INVALID_RECORD_STATE", typ, err)
+		}
+	}
+	// Per-offset types: only the part below the SPSO is looked at there.
+	if err := c.Acknowledge("g", "a", tp, []Ack{{3, 5, []int8{AckGap, AckAccept, AckAccept}}}); !errors.Is(err, kerr.InvalidRecordState) {
+		t.Errorf("ACCEPT of 4 (below the SPSO) and 5: %v, want INVALID_RECORD_STATE", err)
+	}
+	if err := c.Acknowledge("g", "a", tp, []Ack{{0, 3, []int8{AckGap}}, {6, 6, []int8{AckAccept}}}); err != nil {
+		t.Errorf("GAP below the SPSO and ACCEPT of 6: %v, want nil", err)
+	}
+	// 5 was accepted by the refused batch above (its own offset was fine),
+	// 6 just now; 7..9 are still a's.
+	if err := c.Acknowledge("g", "a", tp, []Ack{{7, 9, []int8{AckAccept}}}); err != nil {
+		t.Errorf("ACCEPT of 7..9: %v", err)
+	}
+	if got := acquire(t, c, "b"); len(got) != 0 {
+		t.Errorf("b acquired %v after everything was accepted", got)
+	}
+}
+
+// Share-session epochs follow Kafka's SharePartitionManager: 0 opens (1 is
+// next), each ShareFetch or ShareAcknowledge moves the epoch on, a stale or
+// future epoch is INVALID_SHARE_SESSION_EPOCH and changes nothing, a
+// non-zero epoch without a session is SHARE_SESSION_NOT_FOUND, a
+// ShareAcknowledge cannot open one, and -1 closes the session releasing
+// the member's records.
+func TestSessionEpochs(t *testing.T) {
+	c := open(t, vfs.NewMem())
+	if _, err := c.FetchSession("g", "a", 1, []TP{tp}, nil, false); !errors.Is(err, kerr.ShareSessionNotFound) {
+		t.Errorf("fetch at epoch 1 with no session: %v, want SHARE_SESSION_NOT_FOUND", err)
+	}
+	if err := c.AckSession("g", "a", 3); !errors.Is(err, kerr.ShareSessionNotFound) {
+		t.Errorf("ack at epoch 3 with no session: %v, want SHARE_SESSION_NOT_FOUND", err)
+	}
+	if _, err := c.FetchSession("g", "a", SessionClose, nil, nil, false); !errors.Is(err, kerr.ShareSessionNotFound) {
+		t.Errorf("close with no session: %v, want SHARE_SESSION_NOT_FOUND", err)
+	}
+	if _, err := c.FetchSession("g", "a", SessionOpen, []TP{tp}, nil, true); !errors.Is(err, kerr.InvalidRequest) {
+		t.Errorf("opening fetch with acknowledgements: %v, want INVALID_REQUEST", err)
+	}
+	if _, err := c.FetchSession("g", "nobody", SessionOpen, []TP{tp}, nil, false); !errors.Is(err, kerr.UnknownMemberID) {
+		t.Errorf("fetch of a non-member: %v, want UNKNOWN_MEMBER_ID", err)
+	}
+	if got, err := c.FetchSession("g", "a", SessionOpen, []TP{tp}, nil, false); err != nil || len(got) != 1 || got[0] != tp {
+		t.Fatalf("open: %v, %v; want [%v]", got, err, tp)
+	}
+	if err := c.AckSession("g", "a", SessionOpen); !errors.Is(err, kerr.InvalidShareSessionEpoch) {
+		t.Errorf("ack at epoch 0: %v, want INVALID_SHARE_SESSION_EPOCH", err)
+	}
+	if _, err := c.FetchSession("g", "a", 2, nil, nil, false); !errors.Is(err, kerr.InvalidShareSessionEpoch) {
+		t.Errorf("fetch at 2 when the session is at 1: %v, want INVALID_SHARE_SESSION_EPOCH", err)
+	}
+	tp1 := TP{"q", 1}
+	if got, err := c.FetchSession("g", "a", 1, []TP{tp1}, nil, true); err != nil || len(got) != 2 {
+		t.Fatalf("fetch at 1 adding %v: %v, %v; want both partitions", tp1, got, err)
+	}
+	if err := c.AckSession("g", "a", 1); !errors.Is(err, kerr.InvalidShareSessionEpoch) {
+		t.Errorf("replayed ack at 1: %v, want INVALID_SHARE_SESSION_EPOCH", err)
+	}
+	if err := c.AckSession("g", "a", 2); err != nil {
+		t.Errorf("ack at 2: %v", err)
+	}
+	if got, err := c.FetchSession("g", "a", 3, nil, []TP{tp}, false); err != nil || len(got) != 1 || got[0] != tp1 {
+		t.Errorf("fetch at 3 forgetting %v: %v, %v; want [%v]", tp, got, err, tp1)
+	}
+	if nextSessionEpoch(1<<31-1) != 1 {
+		t.Errorf("the epoch after MaxInt32 is %d, want 1", nextSessionEpoch(1<<31-1))
+	}
+	held := acquire(t, c, "a")
+	if err := c.AckSession("g", "a", SessionClose); err != nil {
+		t.Fatalf("ack at -1: %v", err)
+	}
+	if err := c.CloseSession("g", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if got := acquire(t, c, "b"); len(held) != 1 || len(got) != 1 || got[0] != (Acquired{0, 9, 2}) {
+		t.Errorf("a held %v before closing; b then acquired %v, want [{0 9 2}]", held, got)
+	}
+	if _, err := c.FetchSession("g", "a", 4, nil, nil, false); !errors.Is(err, kerr.ShareSessionNotFound) {
+		t.Errorf("fetch after the close: %v, want SHARE_SESSION_NOT_FOUND", err)
+	}
+}
+
+// A delivery counts as soon as it is acquired, over restarts: with
+// share.delivery.count.limit=2, a record acquired twice with a restart
+// after each acquisition (no acknowledgement ever written) is archived and
+// never delivered a third time.
+func TestDeliveryLimitOverRestarts(t *testing.T) {
+	fsys := vfs.NewMem()
+	c := open(t, fsys)
+	two := "2"
+	if err := c.SetConfig("g", ConfigDeliveryLimit, &two, false); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int16{1, 2} {
+		got := acquire(t, c, "a")
+		if len(got) != 1 || got[0] != (Acquired{0, 9, want}) {
+			t.Fatalf("acquisition %d: %v, want [{0 9 %d}]", i+1, got, want)
+		}
+		fsys = fsys.CrashClone() // a crash: only what was synced survives
+		c = open(t, fsys)
+	}
+	if got := acquire(t, c, "a"); len(got) != 0 {
+		t.Errorf("third acquisition after two deliveries at limit 2: %v, want none", got)
+	}
+	if offs, _ := c.StartOffsets("g"); offs[tp] != 10 {
+		t.Errorf("SPSO %d, want 10 (all ten archived)", offs[tp])
 	}
 }

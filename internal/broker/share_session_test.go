@@ -1,0 +1,166 @@
+package broker_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kawa-broker/kawa/internal/kawatest"
+)
+
+// shareJoin joins member to group on topic with a ShareGroupHeartbeat and
+// returns the topic's ID from the assignment.
+func shareJoin(t *testing.T, k *kawatest.Broker, group, member, topic string) [16]byte {
+	t.Helper()
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = group, member, []string{topic}
+	r, err := hb.RequestWith(context.Background(), k.Client())
+	if err != nil || r.ErrorCode != 0 || r.Assignment == nil || len(r.Assignment.TopicPartitions) != 1 {
+		t.Fatalf("join: %v %+v", err, r)
+	}
+	return r.Assignment.TopicPartitions[0].TopicID
+}
+
+// shareFetch sends one ShareFetch of partition 0 at session epoch epoch,
+// piggybacking acks (nil: none), and returns the answer.
+func shareFetch(t *testing.T, k *kawatest.Broker, group, member string, id [16]byte, epoch int32, acks []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) *kmsg.ShareFetchResponse {
+	t.Helper()
+	sf := kmsg.NewPtrShareFetchRequest()
+	sf.GroupID, sf.MemberID, sf.ShareSessionEpoch = kmsg.StringPtr(group), kmsg.StringPtr(member), epoch
+	sf.MaxWaitMillis, sf.MaxBytes, sf.MaxRecords = 0, 1<<20, 500
+	sf.Topics = []kmsg.ShareFetchRequestTopic{{TopicID: id, Partitions: []kmsg.ShareFetchRequestTopicPartition{{Partition: 0, AcknowledgementBatches: acks}}}}
+	r, err := sf.RequestWith(context.Background(), k.Client())
+	if err != nil {
+		t.Fatalf("share fetch: %v", err)
+	}
+	return r
+}
+
+func shareAck(t *testing.T, k *kawatest.Broker, group, member string, id [16]byte, epoch int32, first, last int64, typ int8) *kmsg.ShareAcknowledgeResponse {
+	t.Helper()
+	sa := kmsg.NewPtrShareAcknowledgeRequest()
+	sa.GroupID, sa.MemberID, sa.ShareSessionEpoch = kmsg.StringPtr(group), kmsg.StringPtr(member), epoch
+	sa.Topics = []kmsg.ShareAcknowledgeRequestTopic{{TopicID: id, Partitions: []kmsg.ShareAcknowledgeRequestTopicPartition{{
+		Partition:              0,
+		AcknowledgementBatches: []kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{{FirstOffset: first, LastOffset: last, AcknowledgeTypes: []int8{typ}}},
+	}}}}
+	r, err := sa.RequestWith(context.Background(), k.Client())
+	if err != nil {
+		t.Fatalf("share acknowledge: %v", err)
+	}
+	return r
+}
+
+func acquiredOf(r *kmsg.ShareFetchResponse) []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord {
+	var out []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord
+	for _, t := range r.Topics {
+		for _, p := range t.Partitions {
+			out = append(out, p.AcquiredRecords...)
+		}
+	}
+	return out
+}
+
+func wantCode(t *testing.T, what string, got int16, want *kerr.Error) {
+	t.Helper()
+	var w int16
+	if want != nil {
+		w = want.Code
+	}
+	if got != w {
+		t.Errorf("%s: error %v, want %v", what, kerr.ErrorForCode(got), want)
+	}
+}
+
+// Share-session epochs over the wire (KIP-932, Kafka's
+// SharePartitionManager): the session opens at 0 and expects 1, 2, ...
+// across ShareFetch and ShareAcknowledge; a replayed epoch is
+// INVALID_SHARE_SESSION_EPOCH and its acknowledgements are not applied;
+// epoch 0 with acknowledgements is INVALID_REQUEST; without a session a
+// non-zero epoch is SHARE_SESSION_NOT_FOUND; -1 closes the session and
+// releases the member's records. They used to be accepted at any epoch.
+func TestShareSessionEpochsOnTheWire(t *testing.T) {
+	t.Parallel()
+	k := kawatest.NewBroker(t)
+	shareSetup(t, k, "q", "g", 10)
+	id := shareJoin(t, k, "g", "member-a", "q")
+	accept := []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{{FirstOffset: 0, LastOffset: 4, AcknowledgeTypes: []int8{1}}}
+
+	wantCode(t, "fetch at epoch 1 before any session", shareFetch(t, k, "g", "member-a", id, 1, nil).ErrorCode, kerr.ShareSessionNotFound)
+	wantCode(t, "ack at epoch 1 before any session", shareAck(t, k, "g", "member-a", id, 1, 0, 0, 1).ErrorCode, kerr.ShareSessionNotFound)
+	wantCode(t, "opening fetch with acks", shareFetch(t, k, "g", "member-a", id, 0, accept).ErrorCode, kerr.InvalidRequest)
+
+	r := shareFetch(t, k, "g", "member-a", id, 0, nil)
+	wantCode(t, "opening fetch", r.ErrorCode, nil)
+	if acq := acquiredOf(r); len(acq) != 1 || acq[0].FirstOffset != 0 || acq[0].LastOffset != 9 {
+		t.Fatalf("opening fetch acquired %+v, want 0..9", acq)
+	}
+	wantCode(t, "ack at epoch 0", shareAck(t, k, "g", "member-a", id, 0, 0, 4, 1).ErrorCode, kerr.InvalidShareSessionEpoch)
+	wantCode(t, "fetch at epoch 2 (session at 1)", shareFetch(t, k, "g", "member-a", id, 2, accept).ErrorCode, kerr.InvalidShareSessionEpoch)
+
+	// Epoch 1 accepts 0..4; the refused epoch-2 fetch above must not have.
+	r = shareFetch(t, k, "g", "member-a", id, 1, accept)
+	wantCode(t, "fetch at epoch 1", r.ErrorCode, nil)
+	if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
+		t.Fatalf("fetch at epoch 1 answered %+v, want partition 0", r.Topics)
+	}
+	wantCode(t, "acks of the fetch at epoch 1", r.Topics[0].Partitions[0].AcknowledgeErrorCode, nil)
+	wantCode(t, "replayed ack at epoch 1", shareAck(t, k, "g", "member-a", id, 1, 5, 5, 1).ErrorCode, kerr.InvalidShareSessionEpoch)
+	a := shareAck(t, k, "g", "member-a", id, 2, 5, 6, 1)
+	wantCode(t, "ack at epoch 2", a.ErrorCode, nil)
+	if len(a.Topics) != 1 || len(a.Topics[0].Partitions) != 1 {
+		t.Fatalf("ack at epoch 2 answered %+v", a.Topics)
+	}
+	wantCode(t, "ack of 5..6 at epoch 2", a.Topics[0].Partitions[0].ErrorCode, nil)
+	// 0..4 are now below the share-partition start offset.
+	a = shareAck(t, k, "g", "member-a", id, 3, 0, 4, 1)
+	wantCode(t, "ack at epoch 3", a.ErrorCode, nil)
+	wantCode(t, "second ACCEPT of 0..4 (below the SPSO)", a.Topics[0].Partitions[0].ErrorCode, kerr.InvalidRecordState)
+
+	// Closing releases 7..9 at once: member b gets them with count 2.
+	wantCode(t, "close", shareAck(t, k, "g", "member-a", id, -1, 7, 7, 2).ErrorCode, nil)
+	wantCode(t, "fetch at epoch 4 after the close", shareFetch(t, k, "g", "member-a", id, 4, nil).ErrorCode, kerr.ShareSessionNotFound)
+	shareJoin(t, k, "g", "member-b", "q")
+	r = shareFetch(t, k, "g", "member-b", id, 0, nil)
+	if acq := acquiredOf(r); len(acq) != 1 || acq[0].FirstOffset != 7 || acq[0].LastOffset != 9 || acq[0].DeliveryCount != 2 {
+		t.Errorf("b acquired %+v after a's close, want 7..9 with delivery count 2", acq)
+	}
+}
+
+// ShareGroupHeartbeat v1 refuses an empty member ID (KIP-1082: the client
+// generates it; the broker used to make one up) and answers a leave of an
+// unknown member UNKNOWN_MEMBER_ID (it used to answer 0) and of an unknown
+// group GROUP_ID_NOT_FOUND, as Kafka does.
+func TestShareGroupHeartbeatMemberIDs(t *testing.T) {
+	t.Parallel()
+	k := kawatest.NewBroker(t)
+	k.CreateTopic("q", 1, nil)
+	hb := func(group, member string, epoch int32, topics []string) *kmsg.ShareGroupHeartbeatResponse {
+		req := kmsg.NewPtrShareGroupHeartbeatRequest()
+		req.GroupID, req.MemberID, req.MemberEpoch, req.SubscribedTopicNames = group, member, epoch, topics
+		r, err := req.RequestWith(context.Background(), k.Client())
+		if err != nil {
+			t.Fatalf("heartbeat: %v", err)
+		}
+		return r
+	}
+	if r := hb("g", "", 0, []string{"q"}); r.ErrorCode != kerr.InvalidRequest.Code || r.MemberID != nil && *r.MemberID != "" {
+		t.Errorf("join with an empty member ID: %v member %v, want INVALID_REQUEST and no member", kerr.ErrorForCode(r.ErrorCode), r.MemberID)
+	}
+	wantCode(t, "join with a blank member ID", hb("g", "   ", 0, []string{"q"}).ErrorCode, kerr.InvalidRequest)
+	wantCode(t, "join with an empty subscription", hb("g", "m1", 0, []string{}).ErrorCode, kerr.InvalidRequest)
+	wantCode(t, "member epoch -2", hb("g", "m1", -2, nil).ErrorCode, kerr.InvalidRequest)
+	wantCode(t, "leave of a group that does not exist", hb("g", "m1", -1, nil).ErrorCode, kerr.GroupIDNotFound)
+	r := hb("g", "m1", 0, []string{"q"})
+	if r.ErrorCode != 0 || r.MemberID == nil || *r.MemberID != "m1" || r.MemberEpoch < 1 {
+		t.Fatalf("join of m1: %v member %v epoch %d", kerr.ErrorForCode(r.ErrorCode), r.MemberID, r.MemberEpoch)
+	}
+	wantCode(t, "leave of an unknown member", hb("g", "m2", -1, nil).ErrorCode, kerr.UnknownMemberID)
+	wantCode(t, "heartbeat of an unknown member", hb("g", "m2", 1, nil).ErrorCode, kerr.UnknownMemberID)
+	if r := hb("g", "m1", -1, nil); r.ErrorCode != 0 || r.MemberEpoch != -1 {
+		t.Errorf("leave of m1: %v epoch %d, want 0 and -1", kerr.ErrorForCode(r.ErrorCode), r.MemberEpoch)
+	}
+	wantCode(t, "second leave of m1", hb("g", "m1", -1, nil).ErrorCode, kerr.UnknownMemberID)
+}
