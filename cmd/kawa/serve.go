@@ -186,6 +186,9 @@ func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kawa_cleaner_removed_records_total",
 			Help: "Records the log cleaner removed: superseded, aborted, or tombstones past delete.retention.ms."},
 			func() float64 { return float64(b.CleanerStats().RecordsRemoved) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kawa_cleaner_removed_markers_total",
+			Help: "Transaction markers the log cleaner removed: no data of their transaction left, delete horizon passed."},
+			func() float64 { return float64(b.CleanerStats().MarkersRemoved) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kawa_cleaner_errors_total",
 			Help: "Log cleaner passes that failed (logged with the partition and error)."},
 			func() float64 { return float64(b.CleanerStats().Errors) }))

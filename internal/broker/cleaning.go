@@ -27,6 +27,7 @@ func (b *Broker) cleanerTargets() []cleaner.Target {
 			out = append(out, cleaner.Target{
 				Name: fmt.Sprintf("%s-%d", name, p.Index), Log: p.Log(),
 				LastStable: p.LastStableOffset, HighWatermark: p.HighWatermark, Config: cfg,
+				ForgetMarkers: p.ForgetMarkers,
 			})
 		}
 	}

@@ -20,6 +20,11 @@ type Target struct {
 	LastStable    func() int64        // the last stable offset: nothing at or above it is cleaned
 	HighWatermark func() int64        // markers are looked for up to here
 	Config        func() config.Topic // the topic's current configs
+	// ForgetMarkers, called before a pass removes transaction markers (all below upTo), drops the ABORT
+	// markers' entries (by marker offset) from the partition's aborted-transaction index and makes sure a
+	// producer-state snapshot covers upTo, so neither a read_committed fetch nor a restart needs a removed
+	// marker. nil: markers are never removed.
+	ForgetMarkers func(aborts []int64, upTo int64) error
 }
 
 // Options configures a Cleaner.
@@ -45,6 +50,7 @@ type Stats struct {
 	BytesRead      int64 // bytes of segments rewritten (before)
 	BytesWritten   int64 // bytes of segments rewritten (after)
 	RecordsRemoved int64 // records dropped (superseded, aborted, expired tombstones)
+	MarkersRemoved int64 // COMMIT/ABORT markers removed after their data and delete horizon
 	Errors         int64 // passes that failed
 }
 
@@ -65,7 +71,7 @@ type Cleaner struct {
 	mu    sync.Mutex // guards state
 	state map[*log.Log]*Status
 
-	passes, read, written, removed, errs atomic.Int64
+	passes, read, written, removed, markers, errs atomic.Int64
 
 	stop    chan struct{}
 	done    chan struct{} // closed when the goroutine returns
@@ -124,7 +130,7 @@ func (c *Cleaner) CleanNow() error { return c.round(true) }
 // Stats returns the counters.
 func (c *Cleaner) Stats() Stats {
 	return Stats{Passes: c.passes.Load(), BytesRead: c.read.Load(), BytesWritten: c.written.Load(),
-		RecordsRemoved: c.removed.Load(), Errors: c.errs.Load()}
+		RecordsRemoved: c.removed.Load(), MarkersRemoved: c.markers.Load(), Errors: c.errs.Load()}
 }
 
 // StatusOf returns the cleaning state of l, and false if the cleaner never looked at it.
@@ -243,12 +249,26 @@ func (c *Cleaner) cleanOne(t Target, force bool) error {
 	} else {
 		mapEnd = cleanEnd
 	}
-	w := &rewriter{tv: tv, om: om, nowMs: nowMs, cfg: cfg, horizon: math.MaxInt64}
-	var read, written int64
+	var rewrite []log.SegmentInfo // every cleanable segment up to the mapped end
 	for _, s := range cleanable {
 		if s.Base >= mapEnd {
 			break
 		}
+		rewrite = append(rewrite, s)
+	}
+	w := &rewriter{tv: tv, om: om, nowMs: nowMs, cfg: cfg, horizon: math.MaxInt64}
+	if t.ForgetMarkers != nil && len(rewrite) > 0 {
+		upTo := rewrite[len(rewrite)-1].End
+		gone, aborts := tv.removableMarkers(rewrite[0].Base, upTo, nowMs)
+		if len(gone) > 0 {
+			if err := t.ForgetMarkers(aborts, upTo); err != nil {
+				return fmt.Errorf("forget transaction markers: %w", err)
+			}
+			w.gone = gone
+		}
+	}
+	var read, written int64
+	for _, s := range rewrite {
 		select {
 		case <-c.stop:
 			return nil
@@ -267,6 +287,7 @@ func (c *Cleaner) cleanOne(t Target, force bool) error {
 	c.read.Add(read)
 	c.written.Add(written)
 	c.removed.Add(w.removed)
+	c.markers.Add(w.markers)
 	c.setStatus(l, func(s *Status) {
 		s.FirstDirty = max(s.FirstDirty, mapEnd)
 		s.LastCleaned = now

@@ -14,9 +14,13 @@
 //  3. Transactions: one scan of the log up to the high watermark finds each producer's last data batch and
 //     the outcome of every transactional batch (the COMMIT/ABORT marker that follows it for its producer).
 //     Data of aborted transactions is removed regardless of key; a batch whose transaction is undecided is
-//     left alone. Control batches (markers) are never deduplicated by key and are all kept: this pass never
-//     removes a marker (the conservative choice Redpanda makes by default), so a marker always outlives its
-//     data and the aborted-transaction index stays exact.
+//     left alone. Control batches (markers) are never deduplicated by key. A COMMIT/ABORT marker is kept while
+//     any batch of its transaction is in the log (an empty retained one included) and while it is its
+//     producer's last batch; once bare it is stamped with a delete horizon (now + delete.retention.ms, KIP-534,
+//     as tombstones) and a pass after the horizon removes it (Kafka's CleanedTransactionMetadata and
+//     checkBatchRetention). Before such a pass swaps a segment, Target.ForgetMarkers drops the removed ABORT
+//     markers' aborted-transaction entries and has the partition write a producer snapshot past them, so no
+//     read_committed reader or restart ever needs a removed marker.
 //  4. Offset map: the records of committed and non-transactional data batches in the dirty part go into a
 //     bounded map (key hash, MD5 as in Kafka, to offset). When it is full the pass maps up to that batch only
 //     and the next pass continues from there (several passes for a large dirty part).

@@ -47,24 +47,46 @@ func each(l *log.Log, from, upTo int64, fn func(h batch.Header, b []byte) error)
 
 // txnView is what one scan of the log tells a pass about producers and transactions.
 type txnView struct {
-	lastBatch map[int64]int64 // producer ID → base offset of its last data batch
-	aborted   map[int64]bool  // base offsets of data batches of aborted transactions
-	undecided map[int64]bool  // base offsets of transactional batches with no marker below the high watermark
+	lastBatch map[int64]int64      // producer ID → base offset of its last data batch
+	lastAny   map[int64]int64      // producer ID → base offset of its last batch, data or marker
+	aborted   map[int64]bool       // base offsets of data batches of aborted transactions
+	undecided map[int64]bool       // base offsets of transactional batches with no marker below the high watermark
+	bare      map[int64]bareMarker // base offset → a COMMIT/ABORT marker none of whose data is left in the log
+}
+
+// bareMarker is a transaction marker whose transaction has no data batch left in the log (all cleaned away, or
+// below the log start): the marker may go once its delete horizon has passed (KIP-534), unless it is its
+// producer's last batch.
+type bareMarker struct {
+	producerID int64
+	commit     bool
+	horizon    int64 // the delete horizon stamped on it (ms), or -1 if it has none yet
 }
 
 // scanTxns reads the log from its start to hw: each producer's last data batch and the outcome of every
-// transactional batch (the next COMMIT/ABORT marker of its producer, KIP-98).
+// transactional batch (the next COMMIT/ABORT marker of its producer, KIP-98), and which markers govern no data
+// any more (Kafka's CleanedTransactionMetadata.onControlBatchRead: a marker is kept while any batch of its
+// transaction is seen, an empty retained one included).
 func scanTxns(l *log.Log, hw int64) (txnView, error) {
-	v := txnView{lastBatch: map[int64]int64{}, aborted: map[int64]bool{}, undecided: map[int64]bool{}}
+	v := txnView{lastBatch: map[int64]int64{}, lastAny: map[int64]int64{}, aborted: map[int64]bool{},
+		undecided: map[int64]bool{}, bare: map[int64]bareMarker{}}
 	open := map[int64][]int64{}
 	err := each(l, l.Start(), hw, func(h batch.Header, b []byte) error {
 		if h.ProducerID < 0 {
 			return nil
 		}
+		v.lastAny[h.ProducerID] = h.BaseOffset
 		if h.Control() {
 			commit, _, err := batch.ParseControl(b)
 			if err != nil {
 				return nil // not a transaction marker: kept, and it ends nothing
+			}
+			if len(open[h.ProducerID]) == 0 {
+				m := bareMarker{producerID: h.ProducerID, commit: commit, horizon: -1}
+				if h.HasDeleteHorizon() {
+					m.horizon = h.FirstTimestamp
+				}
+				v.bare[h.BaseOffset] = m
 			}
 			if !commit {
 				for _, base := range open[h.ProducerID] {
@@ -129,6 +151,23 @@ func buildMap(l *log.Log, from, upTo int64, tv txnView, capacity int) (offsetMap
 	return om, end, err
 }
 
+// removableMarkers returns the base offsets of the markers in [from, to) that this pass removes (their
+// transaction has no data left, their delete horizon is at or before nowMs, and they are not their producer's
+// last batch, which holds its epoch) and, of those, the ABORT markers.
+func (v txnView) removableMarkers(from, to, nowMs int64) (all map[int64]bool, aborts []int64) {
+	all = map[int64]bool{}
+	for base, m := range v.bare {
+		if base < from || base >= to || m.horizon < 0 || nowMs < m.horizon || v.lastAny[m.producerID] == base {
+			continue
+		}
+		all[base] = true
+		if !m.commit {
+			aborts = append(aborts, base)
+		}
+	}
+	return all, aborts
+}
+
 // rewriter turns a segment's batches into its cleaned batches.
 type rewriter struct {
 	tv      txnView
@@ -136,7 +175,11 @@ type rewriter struct {
 	nowMs   int64
 	cfg     config.Topic
 	removed int64
-	horizon int64 // earliest delete horizon stamped or kept on a tombstone batch (math.MaxInt64 if none)
+	markers int64          // transaction markers removed
+	gone    map[int64]bool // base offsets of the markers this pass removes (the partition forgot them first)
+	// horizon is when the next pass is due for expiry (ms): the earliest delete horizon stamped or kept on a
+	// tombstone or marker, or now when a transaction's data went (its marker gets stamped next); math.MaxInt64 if none.
+	horizon int64
 
 	gap    bool         // a run of removed batches is pending
 	gapHdr batch.Header // its filler: offsets [BaseOffset, LastOffset()]
@@ -145,8 +188,11 @@ type rewriter struct {
 // batch returns what replaces the batch h/b: the same bytes, a rewritten batch, or nil when it is removed (and
 // joins the pending filler).
 func (w *rewriter) batch(h batch.Header, b []byte) ([]byte, error) {
-	if h.Control() || h.Transactional() && w.tv.undecided[h.BaseOffset] {
-		return b, nil // markers are kept; an undecided transaction is not touched
+	if h.Control() {
+		return w.marker(h, b)
+	}
+	if h.Transactional() && w.tv.undecided[h.BaseOffset] {
+		return b, nil // an undecided transaction is not touched
 	}
 	aborted := h.Transactional() && w.tv.aborted[h.BaseOffset]
 	var recs []kmsg.Record
@@ -191,18 +237,52 @@ func (w *rewriter) batch(h batch.Header, b []byte) ([]byte, error) {
 		// The producer's last sequence lives in this header (KIP-98): keep it as an empty batch.
 		return batch.EncodeRetained(h, nil), nil
 	case len(kept) == 0:
+		if h.Transactional() {
+			w.horizon = min(w.horizon, w.nowMs) // its marker may be bare now: the next round stamps it
+		}
 		return nil, nil
 	}
-	nh := h
 	if stamp {
-		hz := w.nowMs + w.cfg.DeleteRetentionMs
-		for i := range kept {
-			d := h.FirstTimestamp + kept[i].TimestampDelta64 - hz
-			kept[i].TimestampDelta64, kept[i].TimestampDelta = d, int32(d) // kmsg reads the int32 when the int64 is 0
-		}
-		nh.SetDeleteHorizon(hz)
+		return w.stamped(h, kept), nil
 	}
-	return batch.EncodeRetained(nh, kept), nil
+	return batch.EncodeRetained(h, kept), nil
+}
+
+// stamped re-encodes the kept records of h with a delete horizon of now + delete.retention.ms (KIP-534:
+// attribute bit 6, the horizon in the base timestamp, the records' timestamp deltas re-based on it).
+func (w *rewriter) stamped(h batch.Header, kept []kmsg.Record) []byte {
+	hz := w.nowMs + w.cfg.DeleteRetentionMs
+	for i := range kept {
+		d := h.FirstTimestamp + kept[i].TimestampDelta64 - hz
+		kept[i].TimestampDelta64, kept[i].TimestampDelta = d, int32(d) // kmsg reads the int32 when the int64 is 0
+	}
+	h.SetDeleteHorizon(hz)
+	return batch.EncodeRetained(h, kept)
+}
+
+// marker returns what replaces the control batch h/b (Kafka's Cleaner.checkBatchRetention for control batches,
+// KIP-98 and KIP-534): kept while its transaction has data in the log or it is its producer's last batch;
+// once bare, stamped with a delete horizon; after the horizon, removed (when the pass planned it: the
+// partition forgot an ABORT marker's aborted-transaction entry before the swap).
+func (w *rewriter) marker(h batch.Header, b []byte) ([]byte, error) {
+	m, bare := w.tv.bare[h.BaseOffset]
+	if !bare || w.tv.lastAny[h.ProducerID] == h.BaseOffset {
+		return b, nil
+	}
+	switch {
+	case w.gone[h.BaseOffset]:
+		w.markers++
+		return nil, nil
+	case m.horizon >= 0:
+		w.horizon = min(w.horizon, m.horizon)
+		return b, nil
+	}
+	recs, err := batch.Records(b)
+	if err != nil {
+		return nil, err
+	}
+	w.horizon = min(w.horizon, w.nowMs+w.cfg.DeleteRetentionMs)
+	return w.stamped(h, recs), nil
 }
 
 // drop adds the offsets of a removed batch (or a gap) to the pending filler.

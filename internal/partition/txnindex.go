@@ -111,3 +111,33 @@ func (p *Partition) writeTxnIndexLocked() error {
 	}
 	return vfs.WriteFileAtomic(p.fs, filepath.Join(p.dir, txnIndexName), b)
 }
+
+// ForgetMarkers prepares the partition for the log cleaner's removal of transaction markers at offsets below
+// upTo (internal/cleaner; Kafka removes a marker once no data of its transaction is left and its delete
+// horizon has passed, KIP-98, KIP-534). The ABORT markers at offsets aborts lose their aborted-transaction
+// entries: a read_committed client told of an aborted transaction whose ABORT marker it never sees would drop
+// every later batch of that producer (committed data hidden). And unless the newest producer-state snapshot
+// already covers upTo, one is written at the log end: a restart replays the log only after its snapshot, and a
+// snapshot taken while one of those transactions was open would otherwise leave it open, pinning the last
+// stable offset, once its marker is gone. Errors are storage errors; on one nothing is removed by the caller.
+func (p *Partition) ForgetMarkers(aborts []int64, upTo int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(aborts) > 0 {
+		drop := make(map[int64]bool, len(aborts))
+		for _, off := range aborts {
+			drop[off] = true
+		}
+		kept := p.aborted[:0]
+		for _, a := range p.aborted {
+			if !drop[a.LastOffset] {
+				kept = append(kept, a)
+			}
+		}
+		p.aborted = kept
+	}
+	if offs := snapshotOffsets(p.fs, p.dir); len(offs) == 0 || offs[0] < upTo {
+		return p.snapshotLocked() // rewrites the aborted-transaction index too
+	}
+	return p.writeTxnIndexLocked()
+}
