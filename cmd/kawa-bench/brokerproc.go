@@ -61,6 +61,9 @@ func (c *compareConfig) startBroker(ctx context.Context, s system) (*brokerProc,
 	data := filepath.Join(dir, "data")
 	var args []string
 	bin := c.kawaBin
+	if s == sysBaseAlways || s == sysBaseNever {
+		bin = c.baseBin
+	}
 	switch s.kind {
 	case "kawa":
 		fsync := "never"

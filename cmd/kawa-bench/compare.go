@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -42,12 +44,17 @@ type system struct {
 }
 
 var (
-	sysKawaAlways    = system{"kawa-always", "kawa", true}
-	sysKfakeSync     = system{"kfake-sync", "kfake", true}
-	sysNatsAlways    = system{"nats-always", "nats", true}
-	sysKawaNever     = system{"kawa-never", "kawa", false}
-	sysKfakeDataDir  = system{"kfake-datadir", "kfake", false}
-	sysNatsDefault   = system{"nats-default", "nats", false}
+	sysKawaAlways   = system{"kawa-always", "kawa", true}
+	sysKfakeSync    = system{"kfake-sync", "kfake", true}
+	sysNatsAlways   = system{"nats-always", "nats", true}
+	sysKawaNever    = system{"kawa-never", "kawa", false}
+	sysKfakeDataDir = system{"kfake-datadir", "kfake", false}
+	sysNatsDefault  = system{"nats-default", "nats", false}
+	// The --baseline binary (another build of kawa, e.g. main before a
+	// change): compared with the kawa systems of the same durability, so a
+	// change is measured before/after in one run.
+	sysBaseAlways    = system{"base-always", "kawa", true}
+	sysBaseNever     = system{"base-never", "kawa", false}
 	durableSystems   = []system{sysKawaAlways, sysKfakeSync, sysNatsAlways}
 	pageCacheSystems = []system{sysKawaNever, sysKfakeDataDir, sysNatsDefault}
 )
@@ -62,6 +69,7 @@ type cellSpec struct {
 type compareConfig struct {
 	kawaBin   string
 	natsBin   string
+	baseBin   string // --baseline: a second kawa binary, run as base-always/base-never
 	selfBin   string // this binary, for peer-kfake
 	workDir   string
 	out       string
@@ -86,6 +94,9 @@ func runCompare(args []string, stdout io.Writer) error {
 	quick := fs.Bool("quick", false, "W1, W2 and W7 against NATS and kfake, 2s cells (under 5 minutes with 3 rounds)")
 	smoke := fs.Bool("smoke", false, "one round of tiny cells (about 30 s): checks the harness works, numbers mean nothing")
 	full := fs.Bool("full", false, "W1, W2 {1,16} partitions x {1,4} producers, W7 with a 1 GiB backlog, both durability modes, 20s cells")
+	fs.StringVar(&c.baseBin, "baseline", "", "a second kawa binary (e.g. main before a change), run beside --kawa as base-always/base-never for before/after ratios")
+	only := fs.String("only", "", "comma-separated workloads to run (e.g. W1,W2-1p-4prod); default all of the mode's")
+	systems := fs.String("systems", "", "comma-separated systems to run (kawa-always,base-always,kfake-sync,...); default all")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -112,6 +123,10 @@ func runCompare(args []string, stdout io.Writer) error {
 		c.cells, c.calibEach = plan(fullWorkloads()), time.Second
 	default:
 		c.cells, c.calibEach = plan(quickWorkloads()), 300*time.Millisecond
+	}
+	c.cells = filterCells(c.cells, c.baseBin != "", *only, *systems)
+	if len(c.cells) == 0 {
+		return fs.UsageErr("--only and --systems leave no cell to run")
 	}
 	if c.svg == "" {
 		c.svg = trimExt(c.out) + ".svg"
@@ -173,6 +188,22 @@ func fullWorkloads() []workload {
 	return append(ws, workload{name: "W7-fetch", fetch: true, partitions: 1, recordSize: 1024, backlog: 1 << 30})
 }
 
+// filterCells drops the baseline's cells without a --baseline binary, and
+// keeps only the workloads and systems named in the comma-separated only and
+// systems lists (empty: all).
+func filterCells(cells []cellSpec, baseline bool, only, systems string) []cellSpec {
+	in := func(list, name string) bool { return list == "" || slices.Contains(strings.Split(list, ","), name) }
+	var out []cellSpec
+	for _, c := range cells {
+		isBase := c.s == sysBaseAlways || c.s == sysBaseNever
+		if isBase && !baseline || !in(only, c.w.name) || !in(systems, c.s.name) {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
 // plan pairs every workload with the systems of both durability modes. A
 // catch-up fetch measures the read path only, so W7 runs on the page-cache
 // systems (filling a 1 GiB backlog at NATS `always`'s ~3k msgs/s would take
@@ -180,7 +211,7 @@ func fullWorkloads() []workload {
 func plan(ws []workload) []cellSpec {
 	var cells []cellSpec
 	for _, w := range ws {
-		modes := [][]system{durableSystems, pageCacheSystems}
+		modes := [][]system{append(durableSystems, sysBaseAlways), append(pageCacheSystems, sysBaseNever)}
 		if w.fetch {
 			modes = modes[1:]
 		}

@@ -117,6 +117,7 @@ func (r *report) computeRatios() {
 	pairs := [][2]system{
 		{sysKawaAlways, sysKfakeSync}, {sysKawaAlways, sysNatsAlways},
 		{sysKawaNever, sysKfakeDataDir}, {sysKawaNever, sysNatsDefault},
+		{sysKawaAlways, sysBaseAlways}, {sysKawaNever, sysBaseNever},
 	}
 	r.Ratios = nil
 	for _, w := range workloads {

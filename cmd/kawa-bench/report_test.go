@@ -122,3 +122,27 @@ func TestParseFsyncMetrics(t *testing.T) {
 		t.Fatal("metrics without the fsync gauges accepted")
 	}
 }
+
+// TestFilterCells: without --baseline no base-* cell runs; --only and
+// --systems keep exactly the cells they name.
+func TestFilterCells(t *testing.T) {
+	cells := plan(quickWorkloads())
+	for _, c := range filterCells(cells, false, "", "") {
+		if c.s == sysBaseAlways || c.s == sysBaseNever {
+			t.Fatalf("baseline cell %s/%s without --baseline", c.w.name, c.s.name)
+		}
+	}
+	got := filterCells(cells, true, "W1", "kawa-always,base-always")
+	if len(got) != 2 || got[0].w.name != "W1" || got[1].w.name != "W1" ||
+		got[0].s != sysKawaAlways || got[1].s != sysBaseAlways {
+		t.Fatalf("W1 x {kawa-always, base-always}: got %v", got)
+	}
+	// W7 runs on the page-cache systems only: base-never, never base-always.
+	var w7 []string
+	for _, c := range filterCells(cells, true, "W7-fetch", "") {
+		w7 = append(w7, c.s.name)
+	}
+	if strings.Join(w7, ",") != "kawa-never,kfake-datadir,nats-default,base-never" {
+		t.Fatalf("W7 systems %v", w7)
+	}
+}

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -73,6 +76,17 @@ func TestCrashKeepsAcknowledgedRecords(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	prod.Close()
+	// The active segments were preallocated (the topic config preallocate defaults to true) and the kill left
+	// them untrimmed: recovery below must find the true end before the zeros.
+	for part := range 2 {
+		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("%s-%d", topic, part), "00000000000000000000.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) < 64<<10 || !bytes.Equal(b[len(b)-64:], make([]byte, 64)) {
+			t.Fatalf("partition %d: the segment file (%d bytes) does not end in preallocated zeros", part, len(b))
+		}
+	}
 	mu.Lock()
 	got := append([]ack(nil), acks...)
 	mu.Unlock()

@@ -180,6 +180,7 @@ func (b *Broker) logOptions(tc config.Topic) log.Options {
 		RetentionMs:    retMs,
 		RetentionBytes: retBytes,
 		FsyncInterval:  b.cfg.FsyncInterval,
+		Preallocate:    !tc.NoPreallocate,
 		Logger:         b.lg,
 		FS:             b.fs,
 		Files:          b.files,

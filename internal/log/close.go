@@ -8,7 +8,7 @@ import (
 	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
-// Close stops the sync goroutine, flushes the indexes, fsyncs the active segment (whatever the policy) and
+// Close stops the sync goroutine, trims preallocated space from the active segment, flushes the indexes, fsyncs the active segment (whatever the policy) and
 // closes every file. Waiters whose data the final fsync covers are released; others get ErrClosed. Chunks from
 // earlier Reads become unreadable. Later calls return ErrClosed; a sticky write or fsync error is returned.
 // Close stops the notifier goroutine too and waits for a running OnDurable call to return (see
@@ -29,7 +29,12 @@ func (l *Log) closeLocked() error {
 	<-c.notifyDone
 
 	l.wmu.Lock()
-	err := l.syncAllLocked()
+	err := l.active.trim()
+	if err != nil {
+		err = l.commit.fail(err)
+	} else {
+		err = l.syncAllLocked()
+	}
 	l.wmu.Unlock()
 
 	c.mu.Lock()

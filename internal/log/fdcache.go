@@ -268,6 +268,11 @@ func (lf *lazyFile) Sync() error { return lf.with(func(f vfs.File) error { retur
 // DataSync is vfs.DataSync (fdatasync on real files) on the underlying descriptor.
 func (lf *lazyFile) DataSync() error { return lf.with(vfs.DataSync) }
 
+// Preallocate is vfs.Preallocate on the underlying descriptor.
+func (lf *lazyFile) Preallocate(size int64) error {
+	return lf.with(func(f vfs.File) error { return vfs.Preallocate(f, size) })
+}
+
 func (lf *lazyFile) Truncate(size int64) error {
 	return lf.with(func(f vfs.File) error { return f.Truncate(size) })
 }

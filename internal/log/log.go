@@ -112,14 +112,19 @@ func (l *Log) Append(b []byte) (base int64, err error) {
 	h.BaseOffset = l.end.Load()
 	batch.SetBaseOffset(b, h.BaseOffset)
 	pos := s.size
+	if l.o.Preallocate {
+		s.preallocate(pos+int64(len(b)), min(l.segmentBytes.Load(), maxSegmentBytes))
+	}
 	if _, err := s.log.WriteAt(b, pos); isOpenError(err) {
 		return 0, err // nothing was written
 	} else if isDiskFull(err) && s.log.Truncate(pos) == nil {
+		s.alloc = pos
 		return 0, fmt.Errorf("log: write %s at %d: %w", s.log.Name(), pos, err)
 	} else if err != nil {
 		_ = s.log.Truncate(pos) // best effort; recovery cuts a torn tail anyway
 		return 0, l.commit.fail(fmt.Errorf("log: write %s at %d: %w", s.log.Name(), pos, err))
 	}
+	s.alloc = max(s.alloc, pos+int64(len(b)))
 	l.mu.Lock()
 	s.noteBatch(pos, h, int64(l.o.IndexIntervalBytes))
 	l.size += int64(h.Size())
@@ -151,10 +156,13 @@ func (l *Log) shouldRoll(s *segment, h batch.Header, n int) bool {
 	return false
 }
 
-// roll fsyncs the active segment and its indexes (so recovery only ever truncates the last segment), creates
+// roll trims and fsyncs the active segment and its indexes (so recovery only ever truncates the last segment), creates
 // the next segment at End() and makes its directory entry durable. Writer only.
 func (l *Log) roll() error {
 	old := l.active
+	if err := old.trim(); err != nil {
+		return l.failUnlessOpen(err)
+	}
 	if err := old.syncAll(); err != nil {
 		return l.failUnlessOpen(err)
 	}

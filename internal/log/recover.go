@@ -117,7 +117,9 @@ func (l *Log) dropBelowStart(bases []int64, start int64) ([]int64, error) {
 
 // recoverSegment opens a segment, verifies every batch (length chain, magic, CRC-32C, offsets continuing the
 // previous segment) and rebuilds its indexes. A bad batch in the last segment is a torn tail: the file is cut
-// there. Anywhere else it is a *CorruptionError.
+// there. Anywhere else it is a *CorruptionError. In any segment, zeros from the end of the last batch to the end
+// of the file are preallocated space (Options.Preallocate) that a crash kept from being trimmed: they are cut
+// without a warning.
 func (l *Log) recoverSegment(base int64, last bool) (*segment, error) {
 	s, err := openSegmentFiles(l.fs, l.files, l.dir, base, os.O_RDWR)
 	if err != nil {
@@ -128,13 +130,17 @@ func (l *Log) recoverSegment(base int64, last bool) (*segment, error) {
 		return nil, &CorruptionError{File: s.log.Name(), Pos: 0, Offset: l.segs[n-1].end,
 			Reason: fmt.Sprintf("segment base offset %d does not continue the previous segment, which ends at %d", base, l.segs[n-1].end)}
 	}
-	bad, err := l.scanSegment(s)
-	if err == nil && bad != nil && !last {
+	bad, zeroTail, err := l.scanSegment(s)
+	switch {
+	case err != nil:
+	case zeroTail:
+		err = l.trimZeroTail(s)
+	case bad != nil && !last:
 		err = bad
-	}
-	if err == nil && bad != nil {
+	case bad != nil:
 		err = l.truncateTail(s, bad)
 	}
+	s.alloc = s.size
 	if err == nil {
 		err = l.rewriteIndexes(s)
 	}
@@ -146,11 +152,13 @@ func (l *Log) recoverSegment(base int64, last bool) (*segment, error) {
 }
 
 // scanSegment reads the segment's batches in order, feeding noteBatch. It returns the first bad batch (nil if
-// the whole file is valid) or an I/O error.
-func (l *Log) scanSegment(s *segment) (*CorruptionError, error) {
+// the whole file is valid) or an I/O error; zeroTail reports instead that the file ends, from the first
+// position that is not a valid batch, in zeros only (preallocated space: an all-zero batch header is never a
+// batch, since its magic is 0).
+func (l *Log) scanSegment(s *segment) (bad *CorruptionError, zeroTail bool, err error) {
 	st, err := s.log.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("log: stat %s: %w", s.log.Name(), err)
+		return nil, false, fmt.Errorf("log: stat %s: %w", s.log.Name(), err)
 	}
 	fileSize := st.Size()
 	// Small segments get small buffers: recovery may open thousands of them.
@@ -158,15 +166,25 @@ func (l *Log) scanSegment(s *segment) (*CorruptionError, error) {
 	interval := int64(l.o.IndexIntervalBytes)
 	var big []byte
 	for pos := int64(0); pos < fileSize; {
-		bad := func(reason string) (*CorruptionError, error) {
-			return &CorruptionError{File: s.log.Name(), Pos: pos, Offset: s.end, Reason: reason}, nil
+		bad := func(reason string) (*CorruptionError, bool, error) {
+			return &CorruptionError{File: s.log.Name(), Pos: pos, Offset: s.end, Reason: reason}, false, nil
+		}
+		hb, err := r.Peek(int(min(fileSize-pos, batch.HeaderSize)))
+		if err != nil {
+			return nil, false, fmt.Errorf("log: read %s at %d: %w", s.log.Name(), pos, err)
+		}
+		if allZero(hb) {
+			zeros, err := restIsZero(r)
+			if err != nil {
+				return nil, false, fmt.Errorf("log: read %s after %d: %w", s.log.Name(), pos, err)
+			}
+			if zeros {
+				return nil, true, nil
+			}
+			return bad("an all-zero batch header followed by data")
 		}
 		if fileSize-pos < batch.HeaderSize {
 			return bad(fmt.Sprintf("%d trailing bytes, less than a batch header", fileSize-pos))
-		}
-		hb, err := r.Peek(batch.HeaderSize)
-		if err != nil {
-			return nil, fmt.Errorf("log: read %s at %d: %w", s.log.Name(), pos, err)
 		}
 		h, herr := parseHeader(hb)
 		switch {
@@ -188,7 +206,7 @@ func (l *Log) scanSegment(s *segment) (*CorruptionError, error) {
 			_, err = io.ReadFull(r, b)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("log: read %s at %d: %w", s.log.Name(), pos, err)
+			return nil, false, fmt.Errorf("log: read %s at %d: %w", s.log.Name(), pos, err)
 		}
 		if err := batch.CheckCRC(b[:h.Size()]); err != nil {
 			return bad(err.Error())
@@ -199,7 +217,45 @@ func (l *Log) scanSegment(s *segment) (*CorruptionError, error) {
 		s.noteBatch(pos, h, interval)
 		pos += int64(h.Size())
 	}
-	return nil, nil
+	return nil, false, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// restIsZero reads r to its end and reports whether every byte left is zero.
+func restIsZero(r *bufio.Reader) (bool, error) {
+	for {
+		b, err := r.Peek(r.Size())
+		if !allZero(b) {
+			return false, nil
+		}
+		r.Discard(len(b))
+		if errors.Is(err, io.EOF) {
+			return true, nil
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return false, err
+		}
+	}
+}
+
+// trimZeroTail cuts the preallocated zeros after a segment's last batch and makes the cut durable.
+func (l *Log) trimZeroTail(s *segment) error {
+	l.logger.Debug("log: trimming preallocated space after the last batch", "file", s.log.Name(), "pos", s.size)
+	if err := s.log.Truncate(s.size); err != nil {
+		return fmt.Errorf("log: trim %s to %d: %w", s.log.Name(), s.size, err)
+	}
+	if err := s.log.Sync(); err != nil {
+		return fmt.Errorf("log: fsync %s: %w", s.log.Name(), err)
+	}
+	return nil
 }
 
 // truncateTail cuts the last segment at its first bad batch and makes the cut durable.

@@ -55,6 +55,8 @@ type segment struct {
 	sinceIndex    int64 // (w) bytes appended since the last offset index entry
 	lastIndexedTs int64 // (w) timestamp of the last time index entry
 	offFlushed    int   // (w) bytes of offIdx written to the .index file
+	alloc         int64 // (w) size of the .log file: size, or more when preallocated (Options.Preallocate)
+	noPrealloc    bool  // (w) a reservation failed (no space): append without preallocating from now on
 	timeFlushed   int   // (w) bytes of timeIdx written to the .timeindex file
 }
 
@@ -112,6 +114,42 @@ func (s *segment) noteBatch(pos int64, h batch.Header, interval int64) {
 	}
 	s.size = pos + int64(h.Size())
 	s.end = h.LastOffset() + 1
+}
+
+// preallocate makes sure the .log file reaches at least need bytes, reserving the next step ahead of it when
+// it does not (see Options.Preallocate): the step doubles with the segment's size, from minPreallocStep to
+// maxPreallocStep, and never takes the file past limit (the roll size). A failed reservation is not an error:
+// the file is cut back to its batches and the segment appends without preallocation, as before (a full disk
+// then fails the write itself, which Append handles). Writer only.
+func (s *segment) preallocate(need, limit int64) {
+	if s.noPrealloc || need <= s.alloc {
+		return
+	}
+	target := min(need+min(max(s.size, minPreallocStep), maxPreallocStep), limit)
+	if target <= need {
+		return // the batch fills the segment: nothing to reserve beyond it
+	}
+	if err := s.log.Preallocate(target); err != nil {
+		s.noPrealloc = true
+		if s.log.Truncate(s.size) == nil {
+			s.alloc = s.size
+		}
+		return
+	}
+	s.alloc = target
+}
+
+// trim cuts the .log file back to its batches, removing preallocated space (before a roll's fsync and on
+// Close, so only the active segment ever has a zero tail on disk). Writer only.
+func (s *segment) trim() error {
+	if s.alloc <= s.size {
+		return nil
+	}
+	if err := s.log.Truncate(s.size); err != nil {
+		return fmt.Errorf("log: trim %s to %d: %w", s.log.Name(), s.size, err)
+	}
+	s.alloc = s.size
+	return nil
 }
 
 // errIndexWrite marks a failed write of index entries (before any fsync of the segment).
