@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/kawa-broker/kawa/internal/auth"
@@ -13,43 +14,125 @@ import (
 	"github.com/kawa-broker/kawa/internal/server"
 )
 
-// listenerSpec is one entry of Kafka's listeners property: PROTOCOL://host:port.
+// listenerSpec is one entry of Kafka's listeners property,
+// NAME://host:port, with the security protocol its name maps to and, from
+// advertised.listeners, the host:port clients are told ("" = derived from
+// the bound address, as advertisedAddr does).
 type listenerSpec struct {
-	protocol, addr string
+	name, protocol, addr string
+	advertised           string
 }
 
-// parseListeners parses Kafka's listeners syntax
-// ("PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9094"); a listener name
-// is its security protocol (no listener.security.protocol.map yet).
-func parseListeners(s string) ([]listenerSpec, error) {
-	var out []listenerSpec
+// securityProtocols are the values of listener.security.protocol.map.
+var securityProtocols = []string{server.Plaintext, server.SSL, server.SASLPlaintext, server.SASLSSL}
+
+// parseProtocolMap parses Kafka's listener.security.protocol.map
+// ("INTERNAL:SASL_SSL,EXTERNAL:SSL"): listener name -> security protocol.
+// Names are upper-cased, as Kafka's ListenerName.normalised does.
+func parseProtocolMap(s string) (map[string]string, error) {
+	out := map[string]string{}
+	if strings.TrimSpace(s) == "" {
+		return out, nil
+	}
 	for _, e := range strings.Split(s, ",") {
-		e = strings.TrimSpace(e)
-		proto, addr, ok := strings.Cut(e, "://")
-		if !ok || addr == "" {
-			return nil, fmt.Errorf("listeners: %q is not PROTOCOL://host:port", e)
+		name, proto, ok := strings.Cut(strings.TrimSpace(e), ":")
+		name, proto = strings.ToUpper(strings.TrimSpace(name)), strings.ToUpper(strings.TrimSpace(proto))
+		if !ok || name == "" {
+			return nil, fmt.Errorf("listener.security.protocol.map: %q is not NAME:PROTOCOL", e)
 		}
-		proto = strings.ToUpper(proto)
-		switch proto {
-		case server.Plaintext, server.SSL, server.SASLPlaintext, server.SASLSSL:
-		default:
-			return nil, fmt.Errorf("listeners: %q: unknown security protocol %s (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)", e, proto)
+		if !slices.Contains(securityProtocols, proto) {
+			return nil, fmt.Errorf("listener.security.protocol.map: %q: unknown security protocol %s (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)", e, proto)
 		}
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return nil, fmt.Errorf("listeners: %q: %v", e, err)
-		}
-		out = append(out, listenerSpec{proto, addr})
+		out[name] = proto
 	}
 	return out, nil
 }
 
-// listenerSpecs returns cfg's listeners: Listeners if set, else one
-// PLAINTEXT listener on Listen.
-func listenerSpecs(cfg config.Broker) ([]listenerSpec, error) {
-	if cfg.Listeners == "" {
-		return []listenerSpec{{server.Plaintext, cfg.Listen}}, nil
+// splitListenerList parses a listeners or advertised.listeners value
+// (NAME://host:port,...) into name -> host:port in order, refusing a
+// repeated name.
+func splitListenerList(prop, s string) (names []string, addrs map[string]string, err error) {
+	addrs = map[string]string{}
+	for _, e := range strings.Split(s, ",") {
+		e = strings.TrimSpace(e)
+		name, addr, ok := strings.Cut(e, "://")
+		if !ok || addr == "" || name == "" {
+			return nil, nil, fmt.Errorf("%s: %q is not NAME://host:port", prop, e)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, nil, fmt.Errorf("%s: %q: %v", prop, e, err)
+		}
+		name = strings.ToUpper(name)
+		if _, dup := addrs[name]; dup {
+			return nil, nil, fmt.Errorf("%s: listener name %s given twice", prop, name)
+		}
+		names = append(names, name)
+		addrs[name] = addr
 	}
-	return parseListeners(cfg.Listeners)
+	return names, addrs, nil
+}
+
+// listenerSpecs returns the listeners Kawa opens for cfg: cfg.Listeners
+// (Kafka's listeners) if set, else one PLAINTEXT listener on cfg.Listen.
+// A listener's name is its security protocol unless
+// listener.security.protocol.map maps it (INTERNAL:SASL_SSL); once that map
+// is given every name must be in it, except controller listeners
+// (controller.listener.names), which default to PLAINTEXT. Controller
+// listeners are not opened (a single Kawa node has no controller quorum to
+// serve) and are returned in skipped, for the log. advertised.listeners may
+// name a subset of the listeners; its port 0 means the bound port.
+func listenerSpecs(cfg config.Broker) (specs []listenerSpec, skipped []string, err error) {
+	if cfg.Listeners == "" {
+		if cfg.AdvertisedListeners != "" {
+			return nil, nil, fmt.Errorf("advertised.listeners needs listeners")
+		}
+		return []listenerSpec{{name: server.Plaintext, protocol: server.Plaintext, addr: cfg.Listen}}, nil, nil
+	}
+	protoMap, err := parseProtocolMap(cfg.ListenerSecurityProtocolMap)
+	if err != nil {
+		return nil, nil, err
+	}
+	names, addrs, err := splitListenerList("listeners", cfg.Listeners)
+	if err != nil {
+		return nil, nil, err
+	}
+	advertised := map[string]string{}
+	if cfg.AdvertisedListeners != "" {
+		var advNames []string
+		if advNames, advertised, err = splitListenerList("advertised.listeners", cfg.AdvertisedListeners); err != nil {
+			return nil, nil, err
+		}
+		for _, n := range advNames {
+			if _, ok := addrs[n]; !ok {
+				return nil, nil, fmt.Errorf("advertised.listeners: %s is not one of listeners (%s)", n, strings.Join(names, ", "))
+			}
+		}
+	}
+	controller := map[string]bool{}
+	for _, n := range cfg.ControllerListenerNames {
+		controller[strings.ToUpper(n)] = true
+	}
+	for _, name := range names {
+		if controller[name] {
+			skipped = append(skipped, name+"://"+addrs[name])
+			continue
+		}
+		proto, ok := protoMap[name]
+		if !ok {
+			if len(protoMap) > 0 {
+				return nil, nil, fmt.Errorf("listeners: listener %s is not in listener.security.protocol.map", name)
+			}
+			if !slices.Contains(securityProtocols, name) {
+				return nil, nil, fmt.Errorf("listeners: %s is not a security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL); map a custom name with listener.security.protocol.map", name)
+			}
+			proto = name
+		}
+		specs = append(specs, listenerSpec{name: name, protocol: proto, addr: addrs[name], advertised: advertised[name]})
+	}
+	if len(specs) == 0 {
+		return nil, nil, fmt.Errorf("listeners: no listener left besides the controller listeners (%s)", strings.Join(cfg.ControllerListenerNames, ", "))
+	}
+	return specs, skipped, nil
 }
 
 // tlsConfig builds the listeners' TLS settings from the PEM keystore (key
@@ -68,6 +151,9 @@ func tlsConfig(cfg config.Broker) (*tls.Config, error) {
 		return nil, fmt.Errorf("ssl.keystore.location %s: %w", cfg.SSLKeystoreLocation, err)
 	}
 	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if tc.MinVersion, tc.MaxVersion, err = tlsVersions(cfg.SSLEnabledProtocols); err != nil {
+		return nil, err
+	}
 	if cfg.SSLTruststoreLocation != "" {
 		ca, err := os.ReadFile(cfg.SSLTruststoreLocation)
 		if err != nil {
@@ -91,6 +177,31 @@ func tlsConfig(cfg config.Broker) (*tls.Config, error) {
 		return nil, fmt.Errorf("ssl.client.auth=%s needs ssl.truststore.location", cfg.SSLClientAuth)
 	}
 	return tc, nil
+}
+
+// tlsVersions maps Kafka's ssl.enabled.protocols (TLSv1.2, TLSv1.3) to the
+// lowest and highest version offered; empty is both. Older versions are
+// refused: Kawa's listeners require TLS 1.2 or later.
+func tlsVersions(protocols []string) (lo, hi uint16, err error) {
+	if len(protocols) == 0 {
+		return tls.VersionTLS12, tls.VersionTLS13, nil
+	}
+	for _, p := range protocols {
+		var v uint16
+		switch strings.TrimSpace(p) {
+		case "TLSv1.2":
+			v = tls.VersionTLS12
+		case "TLSv1.3":
+			v = tls.VersionTLS13
+		default:
+			return 0, 0, fmt.Errorf("ssl.enabled.protocols: %q is not TLSv1.2 or TLSv1.3 (older versions are refused)", p)
+		}
+		if lo == 0 || v < lo {
+			lo = v
+		}
+		hi = max(hi, v)
+	}
+	return lo, hi, nil
 }
 
 // securedListeners returns the server.Listener of each spec: TLS from the

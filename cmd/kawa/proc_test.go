@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -46,6 +47,22 @@ type kawaProc struct {
 	cmd  *exec.Cmd
 	Addr string
 	done chan struct{}
+
+	mu     sync.Mutex
+	stderr []string // every line the process wrote to stderr
+}
+
+// Logged returns the stderr lines so far that contain substr.
+func (p *kawaProc) Logged(substr string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for _, l := range p.stderr {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 var listenRE = regexp.MustCompile(`kawa listening" addr=(\S+)`)
@@ -76,6 +93,9 @@ func startKawaWrapped(t *testing.T, wrapper []string, dir string, extra ...strin
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
+			p.mu.Lock()
+			p.stderr = append(p.stderr, sc.Text())
+			p.mu.Unlock()
 			if m := listenRE.FindStringSubmatch(sc.Text()); m != nil {
 				select {
 				case addrc <- m[1]:

@@ -32,10 +32,42 @@ import (
 // runServe runs the broker until SIGTERM/SIGINT, then shuts down gracefully:
 // stop accepting, answer requests already read, flush and close segments.
 func runServe(args []string) error {
+	cfg, o, err := parseServe(args)
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return serveUsage("--log-level: %w", err)
+	}
+	lg := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	for _, n := range o.noEffect {
+		lg.Info("server.properties: accepted without effect", "property", n)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return serve(ctx, cfg, o.metricsAddr, lg, nil)
+}
+
+// serveOptions are the `kawa serve` settings outside config.Broker.
+type serveOptions struct {
+	metricsAddr, logLevel string
+	noEffect              []string // properties of --config accepted without effect, for the log
+}
+
+// parseServe turns `kawa serve` arguments (flags, and the --config file
+// under them) into the broker config. Errors are usage errors.
+func parseServe(args []string) (config.Broker, serveOptions, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var cfg config.Broker
+	var o serveOptions
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:9092", "address of the one PLAINTEXT listener when --listeners is not set")
-	fs.StringVar(&cfg.Listeners, "listeners", "", "Kafka's listeners: PROTOCOL://host:port,... with PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL (replaces --listen)")
+	configFile := fs.String("config", "", "Kafka broker properties file (server.properties); flags given on the command line override it")
+	fs.StringVar(&cfg.Listeners, "listeners", "", "Kafka's listeners: NAME://host:port,... where NAME is PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL or mapped by --listener-security-protocol-map (replaces --listen)")
+	fs.StringVar(&cfg.ListenerSecurityProtocolMap, "listener-security-protocol-map", "", "listener name to security protocol, e.g. INTERNAL:SASL_SSL,EXTERNAL:SSL (listener.security.protocol.map)")
+	fs.StringVar(&cfg.AdvertisedListeners, "advertised-listeners", "", "NAME://host:port clients are told per listener; port 0 = the bound port (advertised.listeners)")
+	sslProtocols := fs.String("ssl-enabled-protocols", "TLSv1.2,TLSv1.3", "TLS versions of SSL/SASL_SSL listeners: TLSv1.2, TLSv1.3 (ssl.enabled.protocols)")
 	fs.StringVar(&cfg.SSLKeystoreLocation, "ssl-keystore-location", "", "PEM file with the private key and certificate chain of SSL/SASL_SSL listeners (ssl.keystore.location)")
 	fs.StringVar(&cfg.SSLTruststoreLocation, "ssl-truststore-location", "", "PEM file of CA certificates client certificates must chain to (ssl.truststore.location)")
 	fs.StringVar(&cfg.SSLClientAuth, "ssl-client-auth", "none", "client certificates: required, requested or none (ssl.client.auth)")
@@ -50,8 +82,8 @@ func runServe(args []string) error {
 	maxReq := fs.Int("max-request-bytes", 100<<20, "largest request frame accepted; larger ones close the connection")
 	fs.BoolVar(&cfg.AutoCreateTopics, "auto-create-topics", true, "create unknown topics on Metadata requests (auto.create.topics.enable)")
 	parts := fs.Int("num-partitions", 1, "partitions of auto-created topics")
-	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9100)")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9100)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&cfg.RetentionCheck, "retention-check-interval", 5*time.Minute, "how often retention runs")
 	fs.Int64Var(&cfg.QueuedMaxRequestBytes, "queued-max-request-bytes", config.DefaultQueuedMaxRequestBytes, "cap on bytes of requests read but not yet answered, over all connections (queued.max.request.bytes); -1 = unbounded")
 	fs.DurationVar(&cfg.RequestReadTimeout, "request-read-timeout", 30*time.Second, "a request frame must arrive whole within this time of its size prefix")
@@ -64,67 +96,69 @@ func runServe(args []string) error {
 	fs.DurationVar(&cfg.ConnectionsMaxIdle, "connections-max-idle", 10*time.Minute, "close connections that send no request for this long (connections.max.idle.ms)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return err
+			return cfg, o, err
 		}
-		return serveUsage("%v", err)
+		return cfg, o, serveUsage("%v", err)
 	}
 	if fs.NArg() > 0 {
-		return serveUsage("unexpected argument %q (serve takes only flags)", fs.Arg(0))
+		return cfg, o, serveUsage("unexpected argument %q (serve takes only flags)", fs.Arg(0))
+	}
+	if *configFile != "" {
+		var err error
+		if o.noEffect, err = applyServerProperties(fs, &cfg, *configFile); err != nil {
+			return cfg, o, serveUsage("%v", err)
+		}
 	}
 	if cfg.FsyncInterval <= 0 || cfg.RetentionCheck <= 0 || cfg.RequestReadTimeout <= 0 || cfg.ConnectionsMaxIdle <= 0 {
-		return serveUsage("--fsync-interval, --retention-check-interval, --request-read-timeout and --connections-max-idle must be positive")
+		return cfg, o, serveUsage("--fsync-interval, --retention-check-interval, --request-read-timeout and --connections-max-idle must be positive")
 	}
 	if cfg.MaxOpenLogFiles < 0 {
-		return serveUsage("--max-open-log-files must be 0 (automatic) or positive")
+		return cfg, o, serveUsage("--max-open-log-files must be 0 (automatic) or positive")
 	}
 	if cfg.MaxConnections <= 0 || cfg.MaxConnectionsPerIP <= 0 {
-		return serveUsage("--max-connections and --max-connections-per-ip must be positive")
+		return cfg, o, serveUsage("--max-connections and --max-connections-per-ip must be positive")
 	}
-	cfg.SASLEnabledMechanisms = strings.Split(*saslMechs, ",")
+	cfg.SASLEnabledMechanisms = splitList(*saslMechs)
+	cfg.SSLEnabledProtocols = splitList(*sslProtocols)
 	var err error
 	if cfg.SuperUsers, err = acl.ParseSuperUsers(*superUsers); err != nil {
-		return serveUsage("--super-users: %v", err)
+		return cfg, o, serveUsage("--super-users: %v", err)
 	}
 	if cfg.AuthorizerClassName != "" && cfg.AuthorizerClassName != acl.ClassName {
-		return serveUsage("--authorizer-class-name %q is not supported (only %s)", cfg.AuthorizerClassName, acl.ClassName)
+		return cfg, o, serveUsage("--authorizer-class-name %q is not supported (only %s)", cfg.AuthorizerClassName, acl.ClassName)
 	}
 	if cfg.Fsync, err = config.ParseFsync(*fsync); err != nil {
-		return serveUsage("%v", err)
+		return cfg, o, serveUsage("%v", err)
 	}
 	if *maxReq <= 0 || *maxReq > 1<<30 {
-		return serveUsage("--max-request-bytes must be between 1 and 1073741824")
+		return cfg, o, serveUsage("--max-request-bytes must be between 1 and 1073741824")
 	}
 	cfg.MaxRequestBytes = int32(*maxReq)
 	if q := cfg.QueuedMaxRequestBytes; q != -1 && q < int64(*maxReq) {
 		// As Kafka's KafkaConfig requires: one request of the largest size must fit.
-		return serveUsage("--queued-max-request-bytes must be -1 (unbounded) or at least --max-request-bytes (%d)", *maxReq)
+		return cfg, o, serveUsage("--queued-max-request-bytes must be -1 (unbounded) or at least --max-request-bytes (%d)", *maxReq)
 	}
 	if *nodeID < 0 || *nodeID > 1<<31-1 {
-		return serveUsage("--node-id must be between 0 and 2147483647")
+		return cfg, o, serveUsage("--node-id must be between 0 and 2147483647")
 	}
 	cfg.NodeID = int32(*nodeID)
 	if *parts <= 0 {
-		return serveUsage("--num-partitions must be positive")
+		return cfg, o, serveUsage("--num-partitions must be positive")
 	}
 	cfg.DefaultPartitions = int32(*parts)
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return serveUsage("--log-level: %w", err)
-	}
-	lg := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	return serve(ctx, cfg, *metricsAddr, lg, nil)
+	return cfg, o, nil
 }
 
 // serve runs a broker with cfg until ctx ends. ready, if non-nil, receives
 // the bound address once the broker accepts connections.
 func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.Logger, ready chan<- string) error {
 	cfg = cfg.WithDefaults()
-	specs, err := listenerSpecs(cfg)
+	specs, skipped, err := listenerSpecs(cfg)
 	if err != nil {
 		return err
+	}
+	for _, l := range skipped {
+		lg.Info("controller listener not opened: a single Kawa node has no controller quorum", "listener", l)
 	}
 	lns := make([]net.Listener, len(specs))
 	closeLns := func() {
@@ -140,7 +174,7 @@ func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.
 			return fmt.Errorf("listen %s://%s: %w", sp.protocol, sp.addr, err)
 		}
 	}
-	host, port := advertisedAddr(cfg, lns[0])
+	host, port := advertisedAddr(cfg, specs[0], lns[0])
 
 	unlock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
@@ -164,7 +198,7 @@ func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.
 		return err
 	}
 	for i := range listeners {
-		listeners[i].AdvertisedHost, listeners[i].AdvertisedPort = advertisedAddr(cfg, lns[i])
+		listeners[i].AdvertisedHost, listeners[i].AdvertisedPort = advertisedAddr(cfg, specs[i], lns[i])
 	}
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kawa_log_fsyncs",
@@ -229,7 +263,7 @@ func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.
 	errc := make(chan error, len(lns))
 	for i, ln := range lns {
 		go func() { errc <- srv.ServeListener(ln, listeners[i]) }()
-		lg.Info("kawa listening", "addr", ln.Addr().String(), "protocol", listeners[i].Protocol, "data_dir", cfg.DataDir, "fsync", cfg.Fsync)
+		lg.Info("kawa listening", "addr", ln.Addr().String(), "listener", specs[i].name, "protocol", listeners[i].Protocol, "data_dir", cfg.DataDir, "fsync", cfg.Fsync)
 	}
 	if ready != nil {
 		ready <- lns[0].Addr().String()
@@ -253,10 +287,22 @@ func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.
 	return serveErr
 }
 
-// advertisedAddr is the address clients of ln are told: AdvertisedHost if
-// set, else the listener's host made dialable, and ln's port.
-func advertisedAddr(cfg config.Broker, ln net.Listener) (string, int32) {
+// advertisedAddr is the address clients of listener sp, bound as ln, are
+// told: its advertised.listeners entry if it has one (port 0 = ln's port,
+// empty host = as below), else AdvertisedHost if set, else the listener's
+// host made dialable, and ln's port.
+func advertisedAddr(cfg config.Broker, sp listenerSpec, ln net.Listener) (string, int32) {
 	host, portStr, _ := net.SplitHostPort(ln.Addr().String())
+	if sp.advertised != "" {
+		ah, ap, _ := net.SplitHostPort(sp.advertised) // checked by listenerSpecs
+		if p, err := strconv.Atoi(ap); err == nil && p > 0 {
+			portStr = ap
+		}
+		if ah != "" {
+			port, _ := strconv.Atoi(portStr)
+			return ah, int32(port)
+		}
+	}
 	if cfg.AdvertisedHost != "" {
 		host = cfg.AdvertisedHost
 	} else if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
@@ -270,6 +316,18 @@ func advertisedAddr(cfg config.Broker, ln net.Listener) (string, int32) {
 	}
 	port, _ := strconv.Atoi(portStr)
 	return host, int32(port)
+}
+
+// splitList splits a comma-separated flag or property value, dropping white
+// space and empty entries.
+func splitList(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // serveUsage is a bad `kawa serve` command line: exit status 2, like the

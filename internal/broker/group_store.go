@@ -104,8 +104,9 @@ func (b *Broker) openGroups() error {
 		return fmt.Errorf("broker: replay %s: %w", consumerOffsetsTopic, err)
 	}
 	b.groups = group.New(group.Config{
-		OffsetsRetention: b.cfg.OffsetsRetention,
-		TopicExists:      func(topic string, part int32) bool { return b.partition(topic, part) != nil },
+		OffsetsRetention:      b.cfg.OffsetsRetention,
+		InitialRebalanceDelay: b.cfg.GroupInitialRebalanceDelay,
+		TopicExists:           func(topic string, part int32) bool { return b.partition(topic, part) != nil },
 		TopicName: func(id [16]byte) (string, bool) {
 			t, ok := b.catalog.ByID(id)
 			return t.Name, ok

@@ -54,7 +54,22 @@ type Broker struct {
 	SSLTruststoreLocation string
 	SSLClientAuth         string
 	SASLEnabledMechanisms []string
-	AdvertisedPort        int32 // 0 = listener's port
+	// ListenerSecurityProtocolMap maps custom listener names to security
+	// protocols ("INTERNAL:SASL_SSL,EXTERNAL:SSL", Kafka's
+	// listener.security.protocol.map); empty: names are protocols.
+	ListenerSecurityProtocolMap string
+	// AdvertisedListeners is Kafka's advertised.listeners
+	// ("EXTERNAL://broker.example:9094"): per listener name, the host:port
+	// clients are told (port 0: the bound port); unnamed listeners advertise
+	// their own address.
+	AdvertisedListeners string
+	// ControllerListenerNames (controller.listener.names) are listeners a
+	// single node does not open: there is no controller quorum to serve.
+	ControllerListenerNames []string
+	// SSLEnabledProtocols is ssl.enabled.protocols: TLSv1.2 and/or TLSv1.3
+	// (empty: both).
+	SSLEnabledProtocols []string
+	AdvertisedPort      int32 // 0 = listener's port
 	// The authorizer (Kafka's names). AuthorizerClassName switches it on:
 	// "" is off (every request allowed, the ACL APIs answer
 	// SECURITY_DISABLED); the only other accepted value is Kafka's
@@ -99,6 +114,10 @@ type Broker struct {
 	// MaxOpenLogFiles bounds the segment files (.log, .index, .timeindex) held open over all partitions; idle
 	// ones are closed and reopened on use. 0 = half the process's open-file limit.
 	MaxOpenLogFiles int
+
+	// GroupInitialRebalanceDelay is group.initial.rebalance.delay.ms: how long the first rebalance of
+	// an Empty classic group waits for more members (Kawa's default 0; Kafka's 3 s).
+	GroupInitialRebalanceDelay time.Duration
 
 	TxnMaxTimeout             time.Duration // transaction.max.timeout.ms (default 15 min)
 	TransactionalIDExpiration time.Duration // transactional.id.expiration.ms (default 7 days)

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"bufio"
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -31,9 +29,13 @@ func CommandConfigOpts(path string) ([]kgo.Opt, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--command-config: %w", err)
 	}
-	props, err := parseProperties(b)
+	entries, err := ParseProperties(b)
 	if err != nil {
 		return nil, fmt.Errorf("--command-config %s: %w", path, err)
+	}
+	props := map[string]string{}
+	for _, p := range entries {
+		props[p.Key] = p.Value
 	}
 	protocol := strings.ToUpper(props["security.protocol"])
 	mech := strings.ToUpper(props["sasl.mechanism"])
@@ -90,25 +92,6 @@ func CommandConfigOpts(path string) ([]kgo.Opt, error) {
 		return nil, fmt.Errorf("--command-config %s: sasl.mechanism %q (have PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)", path, props["sasl.mechanism"])
 	}
 	return opts, nil
-}
-
-// parseProperties reads Java properties as Kafka's tools write them:
-// key=value or key: value lines, # and ! comments (no line continuations).
-func parseProperties(b []byte) (map[string]string, error) {
-	out := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' || line[0] == '!' {
-			continue
-		}
-		i := strings.IndexAny(line, "=:")
-		if i <= 0 {
-			return nil, fmt.Errorf("line %d: want key=value", n)
-		}
-		out[strings.TrimSpace(line[:i])] = strings.TrimSpace(line[i+1:])
-	}
-	return out, sc.Err()
 }
 
 var jaasRE = regexp.MustCompile(`^org\.apache\.kafka\.common\.security\.(plain\.PlainLoginModule|scram\.ScramLoginModule)\s+required((?:\s+\w+\s*=\s*"[^"]*")*)\s*;\s*$`)

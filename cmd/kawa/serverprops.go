@@ -1,0 +1,344 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kawa-broker/kawa/cmd/internal/cli"
+	"github.com/kawa-broker/kawa/internal/config"
+)
+
+// brokerProperty is one Kafka broker property that `kawa serve --config`
+// reads (https://kafka.apache.org/documentation/#brokerconfigs). Exactly one
+// of flag, set and noEffect says what it does:
+//   - flag: it sets that `kawa serve` flag, its value first converted by conv
+//     (nil: as is); the flag's own parsing validates it, and the flag given on
+//     the command line wins over the file. A flag that this build does not
+//     define (pending) makes the property a start-up error saying so.
+//   - set: it sets a field of config.Broker that has no flag.
+//   - noEffect: it is accepted (after check, if any) and logged, because a
+//     single Kawa node has nothing it would change; the text says why.
+type brokerProperty struct {
+	name     string
+	flag     string
+	conv     func(string) (string, error)
+	set      func(cfg *config.Broker, v string) error
+	noEffect string
+	check    func(string) error
+	// pending names the work that will define flag, while it is missing.
+	pending string
+}
+
+// brokerProperties lists every property `--config` accepts, in the order it
+// applies them: where Kafka gives one setting several names, the name Kafka
+// prefers comes later and so wins (log.retention.ms over .minutes over
+// .hours, log.roll.ms over .hours, log.dirs over log.dir).
+var brokerProperties = []brokerProperty{
+	// Identity and roles.
+	{name: "broker.id", flag: "node-id", conv: intAtLeast(0)},
+	{name: "node.id", flag: "node-id", conv: intAtLeast(0)},
+	{name: "process.roles", noEffect: "a Kawa node is always a combined broker and controller of itself", check: checkRoles},
+
+	// Listeners and sockets.
+	{name: "listeners", flag: "listeners"},
+	{name: "advertised.listeners", flag: "advertised-listeners"},
+	{name: "listener.security.protocol.map", flag: "listener-security-protocol-map"},
+	{name: "controller.listener.names", set: func(c *config.Broker, v string) error {
+		c.ControllerListenerNames = splitList(v)
+		return nil
+	}},
+	{name: "socket.request.max.bytes", flag: "max-request-bytes", conv: intAtLeast(1)},
+	{name: "queued.max.request.bytes", flag: "queued-max-request-bytes", conv: intAtLeast(-1)},
+	{name: "max.connections", flag: "max-connections", conv: intAtLeast(1)},
+	{name: "max.connections.per.ip", flag: "max-connections-per-ip", conv: intAtLeast(1)},
+	{name: "connections.max.idle.ms", flag: "connections-max-idle", conv: msDuration(1)},
+	{name: "connections.max.reauth.ms", flag: "connections-max-reauth", conv: msDuration(0), pending: "KIP-368 re-authentication"},
+	{name: "num.network.threads", noEffect: "Kawa runs a reader and a writer goroutine per connection", check: intCheck(1)},
+	{name: "num.io.threads", noEffect: "requests run on their connection's goroutines", check: intCheck(1)},
+	{name: "socket.send.buffer.bytes", noEffect: "the kernel's socket buffer sizes are used", check: intCheck(-1)},
+	{name: "socket.receive.buffer.bytes", noEffect: "the kernel's socket buffer sizes are used", check: intCheck(-1)},
+	{name: "inter.broker.listener.name", noEffect: "a single node has no inter-broker traffic"},
+	{name: "controller.quorum.voters", noEffect: "a single node is its own controller; there is no quorum"},
+	{name: "controller.quorum.bootstrap.servers", noEffect: "a single node is its own controller; there is no quorum"},
+
+	// Security.
+	{name: "ssl.keystore.location", flag: "ssl-keystore-location"},
+	{name: "ssl.keystore.type", noEffect: "PEM is the only keystore type", check: pemOnly},
+	{name: "ssl.truststore.location", flag: "ssl-truststore-location"},
+	{name: "ssl.truststore.type", noEffect: "PEM is the only truststore type", check: pemOnly},
+	{name: "ssl.client.auth", flag: "ssl-client-auth"},
+	{name: "ssl.enabled.protocols", flag: "ssl-enabled-protocols"},
+	{name: "sasl.enabled.mechanisms", flag: "sasl-enabled-mechanisms"},
+	{name: "sasl.mechanism.inter.broker.protocol", noEffect: "a single node has no inter-broker traffic"},
+	{name: "authorizer.class.name", flag: "authorizer-class-name"},
+	{name: "super.users", flag: "super-users"},
+	{name: "allow.everyone.if.no.acl.found", flag: "allow-everyone-if-no-acl-found", conv: boolean},
+
+	// Logs.
+	{name: "log.dir", flag: "data-dir", conv: oneDir},
+	{name: "log.dirs", flag: "data-dir", conv: oneDir},
+	{name: "num.partitions", flag: "num-partitions", conv: intAtLeast(1)},
+	{name: "default.replication.factor", noEffect: "one node keeps one replica", check: onlyOne},
+	{name: "offsets.topic.replication.factor", noEffect: "one node keeps one replica", check: onlyOne},
+	{name: "transaction.state.log.replication.factor", noEffect: "one node keeps one replica", check: onlyOne},
+	{name: "transaction.state.log.min.isr", noEffect: "one node keeps one replica", check: onlyOne},
+	{name: "share.coordinator.state.topic.replication.factor", noEffect: "one node keeps one replica", check: onlyOne},
+	{name: "share.coordinator.state.topic.min.isr", noEffect: "one node keeps one replica", check: onlyOne},
+	{name: "min.insync.replicas", noEffect: "one node keeps one replica", check: onlyOne},
+	{name: "num.recovery.threads.per.data.dir", noEffect: "partitions are recovered as they open", check: intCheck(1)},
+	{name: "log.flush.interval.messages", noEffect: "--fsync sets the flush policy (default: fsync before acks=all is answered)", check: intCheck(1)},
+	{name: "log.flush.interval.ms", noEffect: "--fsync sets the flush policy (default: fsync before acks=all is answered)", check: intCheck(0)},
+	{name: "auto.create.topics.enable", flag: "auto-create-topics", conv: boolean},
+	{name: "log.retention.check.interval.ms", flag: "retention-check-interval", conv: msDuration(1)},
+	{name: "log.retention.hours", set: retentionIn(time.Hour)},
+	{name: "log.retention.minutes", set: retentionIn(time.Minute)},
+	{name: "log.retention.ms", set: topicDefault("retention.ms")},
+	{name: "log.retention.bytes", set: topicDefault("retention.bytes")},
+	{name: "log.segment.bytes", set: topicDefault("segment.bytes")},
+	{name: "log.roll.hours", set: rollHours},
+	{name: "log.roll.ms", set: topicDefault("segment.ms")},
+	{name: "log.cleanup.policy", set: topicDefault("cleanup.policy")},
+	{name: "message.max.bytes", set: topicDefault("max.message.bytes")},
+	{name: "log.message.timestamp.type", set: topicDefault("message.timestamp.type")},
+	{name: "log.cleaner.delete.retention.ms", set: topicDefault("delete.retention.ms")},
+	{name: "log.cleaner.min.cleanable.ratio", set: topicDefault("min.cleanable.dirty.ratio")},
+	{name: "log.cleaner.min.compaction.lag.ms", set: topicDefault("min.compaction.lag.ms")},
+	{name: "log.cleaner.max.compaction.lag.ms", set: topicDefault("max.compaction.lag.ms")},
+	{name: "log.cleaner.backoff.ms", set: durationField(func(c *config.Broker) *time.Duration { return &c.CleanerBackoff }, time.Millisecond, 1)},
+
+	// Groups, producers and transactions.
+	{name: "group.initial.rebalance.delay.ms", set: durationField(func(c *config.Broker) *time.Duration { return &c.GroupInitialRebalanceDelay }, time.Millisecond, 0)},
+	{name: "group.consumer.session.timeout.ms", set: durationField(func(c *config.Broker) *time.Duration { return &c.ConsumerSessionTimeout }, time.Millisecond, 1)},
+	{name: "group.consumer.heartbeat.interval.ms", set: durationField(func(c *config.Broker) *time.Duration { return &c.ConsumerHeartbeatInterval }, time.Millisecond, 1)},
+	{name: "offsets.retention.minutes", set: durationField(func(c *config.Broker) *time.Duration { return &c.OffsetsRetention }, time.Minute, 1)},
+	{name: "transaction.max.timeout.ms", set: durationField(func(c *config.Broker) *time.Duration { return &c.TxnMaxTimeout }, time.Millisecond, 1)},
+	{name: "transactional.id.expiration.ms", set: durationField(func(c *config.Broker) *time.Duration { return &c.TransactionalIDExpiration }, time.Millisecond, 1)},
+	{name: "producer.id.expiration.ms", set: durationField(func(c *config.Broker) *time.Duration { return &c.ProducerIDExpiration }, time.Millisecond, 1)},
+}
+
+// lookupBrokerProperty returns the row of property name.
+func lookupBrokerProperty(name string) (brokerProperty, bool) {
+	i := slices.IndexFunc(brokerProperties, func(p brokerProperty) bool { return p.name == name })
+	if i < 0 {
+		return brokerProperty{}, false
+	}
+	return brokerProperties[i], true
+}
+
+// applyServerProperties reads the Kafka broker properties file path onto
+// fs's flags and cfg (brokerProperties says how each name applies). Flags
+// already set on the command line are left as they are. It returns the
+// properties accepted without effect ("name=value (why)") for the log. An
+// unknown property, a bad value, or one this build does not support yet is
+// an error naming the property and its line.
+func applyServerProperties(fs *flag.FlagSet, cfg *config.Broker, path string) (noEffect []string, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--config: %w", err)
+	}
+	props, err := cli.ParseProperties(b)
+	if err != nil {
+		return nil, fmt.Errorf("--config %s: %w", path, err)
+	}
+	onCommandLine := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+	byName := map[string]cli.Property{}
+	for _, p := range props {
+		if _, ok := lookupBrokerProperty(p.Key); !ok {
+			return nil, fmt.Errorf("--config %s: line %d: unknown or unsupported property %s", path, p.Line, p.Key)
+		}
+		byName[p.Key] = p
+	}
+	if err := sameValue(byName, "broker.id", "node.id"); err != nil {
+		return nil, fmt.Errorf("--config %s: %w", path, err)
+	}
+	if cfg.DefaultTopic == (config.Topic{}) {
+		// Start from Kafka's defaults so one log.cleaner.* property does not
+		// leave its siblings unset (Topic's defaults fill them only as a set).
+		cfg.DefaultTopic = config.DefaultTopic()
+	}
+	for _, row := range brokerProperties {
+		p, ok := byName[row.name]
+		if !ok {
+			continue
+		}
+		if err := row.apply(fs, cfg, p.Value, onCommandLine, &noEffect); err != nil {
+			return nil, fmt.Errorf("--config %s: line %d: %s=%s: %w", path, p.Line, p.Key, p.Value, err)
+		}
+	}
+	return noEffect, nil
+}
+
+// apply applies value of row (see brokerProperty).
+func (row brokerProperty) apply(fs *flag.FlagSet, cfg *config.Broker, value string, onCommandLine map[string]bool, noEffect *[]string) error {
+	value = strings.TrimSpace(value)
+	switch {
+	case row.flag != "":
+		if fs.Lookup(row.flag) == nil {
+			return fmt.Errorf("not supported yet (needs %s)", row.pending)
+		}
+		if onCommandLine[row.flag] {
+			return nil // the command line overrides the file
+		}
+		v := value
+		if row.conv != nil {
+			var err error
+			if v, err = row.conv(value); err != nil {
+				return err
+			}
+		}
+		return fs.Set(row.flag, v)
+	case row.set != nil:
+		return row.set(cfg, value)
+	default:
+		if row.check != nil {
+			if err := row.check(value); err != nil {
+				return err
+			}
+		}
+		*noEffect = append(*noEffect, fmt.Sprintf("%s=%s (%s)", row.name, value, row.noEffect))
+		return nil
+	}
+}
+
+// sameValue refuses two names of one setting given different values (Kafka
+// refuses broker.id != node.id).
+func sameValue(props map[string]cli.Property, a, b string) error {
+	pa, okA := props[a]
+	pb, okB := props[b]
+	if okA && okB && strings.TrimSpace(pa.Value) != strings.TrimSpace(pb.Value) {
+		return fmt.Errorf("line %d: %s=%s differs from %s=%s on line %d", pb.Line, b, pb.Value, a, pa.Value, pa.Line)
+	}
+	return nil
+}
+
+func parseInt64(v string, min int64) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not an integer", v)
+	}
+	if n < min {
+		return 0, fmt.Errorf("%d is below the minimum %d", n, min)
+	}
+	return n, nil
+}
+
+// intAtLeast converts an integer property of at least min to its flag
+// value (the same digits).
+func intAtLeast(min int64) func(string) (string, error) {
+	return func(v string) (string, error) {
+		n, err := parseInt64(v, min)
+		return strconv.FormatInt(n, 10), err
+	}
+}
+
+func intCheck(min int64) func(string) error {
+	return func(v string) error { _, err := parseInt64(v, min); return err }
+}
+
+// msDuration converts a milliseconds property of at least min to a
+// duration flag value.
+func msDuration(min int64) func(string) (string, error) {
+	return func(v string) (string, error) {
+		n, err := parseInt64(v, min)
+		return (time.Duration(n) * time.Millisecond).String(), err
+	}
+}
+
+// boolean accepts Java's Boolean.parseBoolean spellings Kafka's ConfigDef
+// takes (true/false, any case).
+func boolean(v string) (string, error) {
+	switch strings.ToLower(v) {
+	case "true", "false":
+		return strings.ToLower(v), nil
+	}
+	return "", fmt.Errorf("%q is not true or false", v)
+}
+
+// oneDir is log.dirs/log.dir: Kawa keeps all data in one directory.
+func oneDir(v string) (string, error) {
+	dirs := splitList(v)
+	if len(dirs) != 1 {
+		return "", errors.New("a Kawa node keeps its data in one directory; give exactly one")
+	}
+	return dirs[0], nil
+}
+
+func onlyOne(v string) error {
+	if n, err := parseInt64(v, -1); err != nil || (n != 1 && n != -1) {
+		return errors.New("a single node can keep only 1 replica (-1: the broker default)")
+	}
+	return nil
+}
+
+func pemOnly(v string) error {
+	if !strings.EqualFold(v, "PEM") {
+		return fmt.Errorf("only PEM stores are supported, not %s", v)
+	}
+	return nil
+}
+
+func checkRoles(v string) error {
+	roles := splitList(v)
+	for _, r := range roles {
+		if r != "broker" && r != "controller" {
+			return fmt.Errorf("%q is not broker or controller", r)
+		}
+	}
+	if !slices.Contains(roles, "broker") {
+		return errors.New("a Kawa node serves clients: the roles must include broker")
+	}
+	return nil
+}
+
+// topicDefault sets the broker default of topic config name (Kafka's log.*
+// property for it), validated by the topic config registry.
+func topicDefault(name string) func(*config.Broker, string) error {
+	d, ok := config.Lookup(name)
+	if !ok {
+		panic("serverprops: no topic config " + name)
+	}
+	return func(c *config.Broker, v string) error { return d.Set(&c.DefaultTopic, v) }
+}
+
+// retentionIn is log.retention.hours/minutes: retention.ms in unit (-1
+// stays unlimited).
+func retentionIn(unit time.Duration) func(*config.Broker, string) error {
+	return func(c *config.Broker, v string) error {
+		n, err := parseInt64(v, -1)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			n *= unit.Milliseconds()
+		}
+		return topicDefault("retention.ms")(c, strconv.FormatInt(n, 10))
+	}
+}
+
+func rollHours(c *config.Broker, v string) error {
+	n, err := parseInt64(v, 1)
+	if err != nil {
+		return err
+	}
+	return topicDefault("segment.ms")(c, strconv.FormatInt(n*time.Hour.Milliseconds(), 10))
+}
+
+// durationField sets a duration of cfg from a property in unit, at least
+// min units (1 where the field's zero means "Kawa's default").
+func durationField(field func(*config.Broker) *time.Duration, unit time.Duration, min int64) func(*config.Broker, string) error {
+	return func(c *config.Broker, v string) error {
+		n, err := parseInt64(v, min)
+		if err != nil {
+			return err
+		}
+		*field(c) = time.Duration(n) * unit
+		return nil
+	}
+}
