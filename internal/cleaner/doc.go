@@ -30,7 +30,8 @@
 //     horizon. A batch whose records are all removed is kept as an empty batch (header only) when it holds its
 //     producer's last sequence (so an idempotent retry after compaction and restart is still recognised);
 //     otherwise consecutive removed batches become one empty filler batch covering their offsets, so the
-//     segment's offsets stay contiguous for recovery. Rewritten batches are uncompressed.
+//     segment's offsets stay contiguous for recovery. A batch that loses no record and needs no stamp is copied
+//     as it was; a rewritten one is compressed again with its own codec (gzip, snappy, lz4, zstd).
 //  6. Swap: log.ReplaceSegment writes the new segment next to the old one and renames it over it (crash: old
 //     or new, never a mix).
 //

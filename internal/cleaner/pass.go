@@ -243,21 +243,27 @@ func (w *rewriter) batch(h batch.Header, b []byte) ([]byte, error) {
 		return nil, nil
 	}
 	if stamp {
-		return w.stamped(h, kept), nil
+		return w.stamped(h, kept)
 	}
-	return batch.EncodeRetained(h, kept), nil
+	return retained(h, kept)
+}
+
+// retained encodes the kept records of h as Kafka's cleaner does (MemoryRecords.filterTo): offsets, deltas and
+// header kept, and compressed again with the batch's own codec, so a compressed topic stays compressed.
+func retained(h batch.Header, kept []kmsg.Record) ([]byte, error) {
+	return batch.Compress(batch.EncodeRetained(h, kept), h.Codec())
 }
 
 // stamped re-encodes the kept records of h with a delete horizon of now + delete.retention.ms (KIP-534:
 // attribute bit 6, the horizon in the base timestamp, the records' timestamp deltas re-based on it).
-func (w *rewriter) stamped(h batch.Header, kept []kmsg.Record) []byte {
+func (w *rewriter) stamped(h batch.Header, kept []kmsg.Record) ([]byte, error) {
 	hz := w.nowMs + w.cfg.DeleteRetentionMs
 	for i := range kept {
 		d := h.FirstTimestamp + kept[i].TimestampDelta64 - hz
 		kept[i].TimestampDelta64, kept[i].TimestampDelta = d, int32(d) // kmsg reads the int32 when the int64 is 0
 	}
 	h.SetDeleteHorizon(hz)
-	return batch.EncodeRetained(h, kept)
+	return retained(h, kept)
 }
 
 // marker returns what replaces the control batch h/b (Kafka's Cleaner.checkBatchRetention for control batches,
@@ -282,7 +288,7 @@ func (w *rewriter) marker(h batch.Header, b []byte) ([]byte, error) {
 		return nil, err
 	}
 	w.horizon = min(w.horizon, w.nowMs+w.cfg.DeleteRetentionMs)
-	return w.stamped(h, recs), nil
+	return w.stamped(h, recs)
 }
 
 // drop adds the offsets of a removed batch (or a gap) to the pending filler.
