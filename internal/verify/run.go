@@ -36,7 +36,7 @@ type Config struct {
 
 	History      io.Writer      // receives every event as a JSON line; optional
 	Progress     func(Progress) // called about once a second; optional
-	DrainTimeout time.Duration  // bound on each end-of-run wait (default 20s)
+	DrainTimeout time.Duration  // bound on each end-of-run wait; the final scan's bound on a wait without progress (default 20s)
 }
 
 // Progress is a snapshot of a running verify.
@@ -219,9 +219,7 @@ func endOfRun(ctx context.Context, cfg Config, res *Result, hist *History, adm *
 	}
 	sup.Stop(cfg.DrainTimeout, WorkerReader)
 	res.Slots = sup.Status()
-	sctx, cancel := context.WithTimeout(ctx, cfg.DrainTimeout)
-	defer cancel()
-	if err := finalScan(sctx, res.Brokers, res.Plan, stamped(hist.Add)); err != nil {
+	if err := finalScan(ctx, cfg.DrainTimeout, res.Brokers, res.Plan, stamped(hist.Add)); err != nil {
 		res.Notes = append(res.Notes, err.Error())
 	}
 	return nil

@@ -167,8 +167,11 @@ func (a *admin) writeFences(ctx context.Context, plan *Plan) error {
 }
 
 // finalScan reads every topic read_uncommitted and the transactional ones
-// read_committed, up to the fences, emitting scan events.
-func finalScan(ctx context.Context, brokers []string, plan *Plan, emit Emit) error {
+// read_committed, up to the fences, emitting scan events. A scan ends with an
+// error when it reads nothing for stall: it is bounded by progress, not by a
+// total time, so a long run's large log is read to the end however long that
+// takes (a 30-minute soak writes millions of records).
+func finalScan(ctx context.Context, stall time.Duration, brokers []string, plan *Plan, emit Emit) error {
 	var all, txn []string
 	parts := int32(0)
 	for _, t := range plan.Topics {
@@ -178,18 +181,27 @@ func finalScan(ctx context.Context, brokers []string, plan *Plan, emit Emit) err
 		}
 		parts = t.Partitions // NewPlan gives every topic the same count
 	}
-	if err := scanUntilFence(ctx, brokers, all, parts, ReadUncommitted, emit); err != nil {
+	if err := scanUntilFence(ctx, stall, brokers, all, parts, ReadUncommitted, emit); err != nil {
 		return err
 	}
 	if len(txn) == 0 {
 		return nil
 	}
-	return scanUntilFence(ctx, brokers, txn, parts, ReadCommitted, emit)
+	return scanUntilFence(ctx, stall, brokers, txn, parts, ReadCommitted, emit)
 }
 
-func scanUntilFence(ctx context.Context, brokers, topics []string, parts int32, iso Isolation, emit Emit) error {
+// errScanStalled ends a final scan that read nothing for its stall time.
+var errScanStalled = errors.New("no record read")
+
+func scanUntilFence(ctx context.Context, stall time.Duration, brokers, topics []string, parts int32, iso Isolation, emit Emit) error {
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// Re-armed by every batch of records; fires only after stall without one.
+	watchdog := time.AfterFunc(stall, func() { cancel(fmt.Errorf("%w for %v", errScanStalled, stall)) })
+	defer watchdog.Stop()
 	drained := false
-	err := readUntilFence(ctx, brokers, topics, parts, iso, "scan-"+iso.String(), KindScan, func(evs ...Event) {
+	err := readUntilFence(sctx, brokers, topics, parts, iso, "scan-"+iso.String(), KindScan, func(evs ...Event) {
+		watchdog.Reset(stall)
 		stamp(evs)
 		for i := range evs {
 			evs[i].W = "scan-" + iso.String()
@@ -198,7 +210,7 @@ func scanUntilFence(ctx context.Context, brokers, topics []string, parts int32, 
 		emit(evs...)
 	})
 	if err == nil && !drained {
-		err = fmt.Errorf("final %s scan did not reach the fences: %w", iso, ctx.Err())
+		err = fmt.Errorf("final %s scan did not reach the fences: %w", iso, context.Cause(sctx))
 	}
 	return err
 }
