@@ -94,6 +94,8 @@ func parseServe(args []string) (config.Broker, serveOptions, error) {
 	superUsers := fs.String("super-users", "", "principals allowed everything, semicolon-separated: User:admin;User:CN=ops (super.users)")
 	fs.BoolVar(&cfg.AllowEveryoneIfNoACLFound, "allow-everyone-if-no-acl-found", false, "allow an operation on a resource no ACL names (allow.everyone.if.no.acl.found)")
 	fs.DurationVar(&cfg.ConnectionsMaxIdle, "connections-max-idle", 10*time.Minute, "close connections that send no request for this long (connections.max.idle.ms)")
+	fs.DurationVar(&cfg.ConsumerSessionTimeout, "group-consumer-session-timeout", 45*time.Second, "a KIP-848 consumer-group member silent this long is fenced (group.consumer.session.timeout.ms)")
+	fs.DurationVar(&cfg.ConsumerHeartbeatInterval, "group-consumer-heartbeat-interval", 5*time.Second, "heartbeat interval KIP-848 consumer-group members are told (group.consumer.heartbeat.interval.ms)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return cfg, o, err
@@ -109,8 +111,9 @@ func parseServe(args []string) (config.Broker, serveOptions, error) {
 			return cfg, o, serveUsage("%v", err)
 		}
 	}
-	if cfg.FsyncInterval <= 0 || cfg.RetentionCheck <= 0 || cfg.RequestReadTimeout <= 0 || cfg.ConnectionsMaxIdle <= 0 {
-		return cfg, o, serveUsage("--fsync-interval, --retention-check-interval, --request-read-timeout and --connections-max-idle must be positive")
+	if cfg.FsyncInterval <= 0 || cfg.RetentionCheck <= 0 || cfg.RequestReadTimeout <= 0 || cfg.ConnectionsMaxIdle <= 0 ||
+		cfg.ConsumerSessionTimeout <= 0 || cfg.ConsumerHeartbeatInterval <= 0 {
+		return cfg, o, serveUsage("--fsync-interval, --retention-check-interval, --request-read-timeout, --connections-max-idle and the --group-consumer-* durations must be positive")
 	}
 	if cfg.MaxOpenLogFiles < 0 {
 		return cfg, o, serveUsage("--max-open-log-files must be 0 (automatic) or positive")

@@ -114,8 +114,8 @@ var brokerProperties = []brokerProperty{
 
 	// Groups, producers and transactions.
 	{name: "group.initial.rebalance.delay.ms", set: durationField(func(c *config.Broker) *time.Duration { return &c.GroupInitialRebalanceDelay }, time.Millisecond, 0)},
-	{name: "group.consumer.session.timeout.ms", set: durationField(func(c *config.Broker) *time.Duration { return &c.ConsumerSessionTimeout }, time.Millisecond, 1)},
-	{name: "group.consumer.heartbeat.interval.ms", set: durationField(func(c *config.Broker) *time.Duration { return &c.ConsumerHeartbeatInterval }, time.Millisecond, 1)},
+	{name: "group.consumer.session.timeout.ms", flag: "group-consumer-session-timeout", conv: msDuration(1)},
+	{name: "group.consumer.heartbeat.interval.ms", flag: "group-consumer-heartbeat-interval", conv: msDuration(1)},
 	{name: "offsets.retention.minutes", set: durationField(func(c *config.Broker) *time.Duration { return &c.OffsetsRetention }, time.Minute, 1)},
 	{name: "transaction.max.timeout.ms", set: durationField(func(c *config.Broker) *time.Duration { return &c.TxnMaxTimeout }, time.Millisecond, 1)},
 	{name: "transactional.id.expiration.ms", set: durationField(func(c *config.Broker) *time.Duration { return &c.TransactionalIDExpiration }, time.Millisecond, 1)},

@@ -179,6 +179,9 @@ func (c *Coordinator) removeGroupLocked(g *group) *write {
 	}
 	keys[string(groupKey(g.name))] = true // the version-1 record a group may still have
 	keys[string(groupMetadataKey(g.name))] = true
+	for k := range g.cgWritten {
+		keys[k] = true
+	}
 	recs := make([]Record, 0, len(keys))
 	for k := range keys {
 		recs = append(recs, Record{Key: []byte(k)})

@@ -25,6 +25,10 @@ type consumerGroup struct {
 	target      map[string]map[topicPartition]bool
 	owner       map[topicPartition]string // member holding the partition (assigned or being revoked)
 	topics      map[string]int32          // subscribed topics' partition counts at targetEpoch
+	// dirty lists the members (by ID) whose records must be written again; storedTarget is the
+	// target epoch whose member records were last queued (consumer_persist.go).
+	dirty        map[string]bool
+	storedTarget int32
 }
 
 // consumerMember is one member of a consumer group.
@@ -53,6 +57,7 @@ func newConsumerGroup() *consumerGroup {
 		target:  map[string]map[topicPartition]bool{},
 		owner:   map[topicPartition]string{},
 		topics:  map[string]int32{},
+		dirty:   map[string]bool{},
 	}
 }
 
@@ -151,6 +156,7 @@ func sortedConsumers(cg *consumerGroup) []*consumerMember {
 // request did not say, so what it was last sent). It returns whether m's assigned set changed.
 func (c *Coordinator) reconcileLocked(g *group, m *consumerMember, owned map[topicPartition]bool) bool {
 	cg := g.cg
+	cg.dirty[m.id] = true
 	target := cg.target[m.id]
 	changed := false
 	// Partitions being revoked are released once the client no longer reports them.
@@ -215,6 +221,7 @@ func (c *Coordinator) removeConsumerLocked(g *group, m *consumerMember) {
 	}
 	delete(cg.members, m.id)
 	delete(cg.target, m.id)
+	cg.dirty[m.id] = true
 	if m.instanceID != nil && cg.static[*m.instanceID] == m.id {
 		delete(cg.static, *m.instanceID)
 	}
@@ -233,6 +240,7 @@ func (c *Coordinator) fenceConsumerLocked(g *group, m *consumerMember, why strin
 	c.cfg.Logger.Info("consumer group member fenced", "group", g.name, "member", m.id, "epoch", m.epoch, "reason", why)
 	c.removeConsumerLocked(g, m)
 	c.refreshTargetLocked(g.cg)
+	c.persistConsumerLocked(g) // nobody waits: the member is gone either way
 }
 
 // validateConsumerCommit is Kafka's ConsumerGroup.validateOffsetCommit with KIP-1251's rule: a

@@ -1,8 +1,8 @@
 package group
 
 import (
-	"bytes"
 	"context"
+	"maps"
 	"regexp"
 	"slices"
 
@@ -34,8 +34,17 @@ import (
 func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, cl Client, r *kmsg.ConsumerGroupHeartbeatRequest) *kmsg.ConsumerGroupHeartbeatResponse {
 	resp := r.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	code, msg := c.consumerHeartbeatLocked(cl, r, resp)
+	var w *write
+	if g := c.groups[r.Group]; g != nil && g.cg != nil && c.availableLocked() == 0 {
+		w = c.persistConsumerLocked(g) // even after an error: a rejoin may have removed the old member
+	}
+	c.mu.Unlock()
+	if w != nil && code == 0 {
+		if err := w.wait(ctx); err != nil {
+			code, msg = storeErrorCode(err), "group state not stored"
+		}
+	}
 	if code != 0 {
 		resp.ErrorCode = code
 		if msg != "" {
@@ -73,6 +82,9 @@ func (c *Coordinator) consumerHeartbeatLocked(cl Client, r *kmsg.ConsumerGroupHe
 		return kerr.UnsupportedAssignor.Code, "assignor " + *a + " is not supported"
 	}
 	g := c.groups[r.Group]
+	if g != nil && g.state == stateDead {
+		return kerr.CoordinatorNotAvailable.Code, "" // being deleted; retried, it finds no group
+	}
 	if g == nil {
 		if r.MemberEpoch != 0 {
 			return kerr.UnknownMemberID.Code, ""
@@ -80,8 +92,11 @@ func (c *Coordinator) consumerHeartbeatLocked(cl Client, r *kmsg.ConsumerGroupHe
 		g = c.newGroupLocked(r.Group)
 	}
 	if g.cg == nil {
-		if g.state != stateEmpty || len(g.members) > 0 {
+		switch {
+		case g.state != stateEmpty || len(g.members) > 0:
 			return kerr.GroupIDNotFound.Code, "group " + r.Group + " is a classic group"
+		case r.MemberEpoch != 0:
+			return kerr.UnknownMemberID.Code, "" // only a join converts an empty classic group
 		}
 		g.cg = newConsumerGroup()
 		g.protocolType = consumerProtocol
@@ -169,6 +184,7 @@ func (c *Coordinator) consumerMemberLocked(cl Client, g *group, r *kmsg.Consumer
 				stopTimer(&old.sessionTimer)
 				stopTimer(&old.revokeTimer)
 				delete(cg.members, prev)
+				cg.dirty[prev] = true
 				m.epoch, m.prevEpoch = old.prevEpoch, old.prevEpoch
 				m.names, m.regex, m.re, m.assignor = old.names, old.regex, old.re, old.assignor
 				m.assigned, m.revoking = old.assigned, old.revoking
@@ -197,6 +213,7 @@ func (c *Coordinator) consumerLeaveLocked(g *group, r *kmsg.ConsumerGroupHeartbe
 	if r.MemberEpoch == -2 && m.instanceID != nil {
 		// Kept (with its partitions) until the instance rejoins or the session times out.
 		m.prevEpoch, m.epoch = m.epoch, -2
+		cg.dirty[m.id] = true
 		stopTimer(&m.revokeTimer)
 		c.schedule(&m.sessionTimer, c.cfg.ConsumerSessionTimeout, func() { c.fenceConsumerLocked(g, m, "static member did not rejoin") })
 	} else {
@@ -255,24 +272,10 @@ func ownedSubset(owned map[topicPartition]bool, assigned map[topicPartition]int3
 // assignmentOf is m's assigned partitions by topic ID, sorted.
 func (c *Coordinator) assignmentOf(m *consumerMember) *kmsg.ConsumerGroupHeartbeatResponseAssignment {
 	a := kmsg.NewConsumerGroupHeartbeatResponseAssignment()
-	byTopic := map[string][]int32{}
-	for tp := range m.assigned {
-		byTopic[tp.topic] = append(byTopic[tp.topic], tp.partition)
+	for _, t := range c.byTopicID(maps.Keys(m.assigned)) {
+		at := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
+		at.TopicID, at.Partitions = t.id, t.partitions
+		a.Topics = append(a.Topics, at)
 	}
-	for topic, ps := range byTopic {
-		id, ok := [16]byte{}, false
-		if c.cfg.TopicID != nil {
-			id, ok = c.cfg.TopicID(topic)
-		}
-		if !ok {
-			continue
-		}
-		t := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
-		t.TopicID, t.Partitions = id, slices.Sorted(slices.Values(ps))
-		a.Topics = append(a.Topics, t)
-	}
-	slices.SortFunc(a.Topics, func(x, y kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic) int {
-		return bytes.Compare(x.TopicID[:], y.TopicID[:])
-	})
 	return &a
 }

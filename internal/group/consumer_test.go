@@ -74,8 +74,10 @@ func TestUniformAssignorBalancedAndSticky(t *testing.T) {
 
 // cgEnv is a coordinator with one 4-partition topic "t" for consumer-protocol tests.
 type cgEnv struct {
-	t *testing.T
-	c *Coordinator
+	t   *testing.T
+	c   *Coordinator
+	s   *memStore
+	cfg Config
 }
 
 var topicT = [16]byte{1}
@@ -85,8 +87,8 @@ func newCGEnv(t *testing.T) *cgEnv {
 	cfg.Topics = func() []TopicInfo { return []TopicInfo{{Name: "t", ID: topicT, Partitions: 4}} }
 	cfg.TopicID = func(name string) ([16]byte, bool) { return topicT, name == "t" }
 	cfg.TopicName = func(id [16]byte) (string, bool) { return "t", id == topicT }
-	c, _ := newTestCoordinator(t, cfg)
-	return &cgEnv{t: t, c: c}
+	c, s := newTestCoordinator(t, cfg)
+	return &cgEnv{t: t, c: c, s: s, cfg: cfg}
 }
 
 // hb sends a heartbeat; owned nil means the request does not report owned partitions.
@@ -173,17 +175,24 @@ func TestConsumerGroupStaticLeaveRejoin(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newCGEnv(t)
 		inst := "i-1"
-		e.want(e.hb("a", 0, nil, &inst), 0, 1, []int32{0, 1, 2, 3})
-		e.want(e.hb("b", 0, nil, nil), 0, 2, []int32{})
-		e.want(e.hb("a", 1, []int32{0, 1, 2, 3}, &inst), 0, 1, []int32{0, 1})
-		e.want(e.hb("a", 1, []int32{0, 1}, &inst), 0, 2, nil)
-		e.want(e.hb("b", 2, []int32{}, nil), 0, 2, []int32{2, 3})
+		e.staticPair(&inst)
 		e.want(e.hb("a2", 0, nil, &inst), kerr.UnreleasedInstanceID.Code, 0, nil)
 		e.want(e.hb("a", -2, nil, &inst), 0, -2, nil)
 		time.Sleep(10 * time.Second)
 		e.want(e.hb("b", 2, []int32{2, 3}, nil), 0, 2, nil) // b did not get a's partitions
 		e.want(e.hb("a2", 0, nil, &inst), 0, 2, []int32{0, 1})
 	})
+}
+
+// staticPair makes a group of the static member a (instance inst) and the dynamic member b, both
+// at epoch 2, a holding partitions 0 and 1 and b 2 and 3.
+func (e *cgEnv) staticPair(inst *string) {
+	e.t.Helper()
+	e.want(e.hb("a", 0, nil, inst), 0, 1, []int32{0, 1, 2, 3})
+	e.want(e.hb("b", 0, nil, nil), 0, 2, []int32{})
+	e.want(e.hb("a", 1, []int32{0, 1, 2, 3}, inst), 0, 1, []int32{0, 1})
+	e.want(e.hb("a", 1, []int32{0, 1}, inst), 0, 2, nil)
+	e.want(e.hb("b", 2, []int32{}, nil), 0, 2, []int32{2, 3})
 }
 
 func TestConsumerGroupHeartbeatErrors(t *testing.T) {

@@ -110,6 +110,8 @@ type Coordinator struct {
 	loading bool // Load is replaying; requests get COORDINATOR_LOAD_IN_PROGRESS
 	closed  bool // Close was called; requests get COORDINATOR_NOT_AVAILABLE
 	queue   []*write
+	// appending: the writer is storing a batch taken from queue (its writes are not done yet).
+	appending bool
 	// nextPos is the log position (index in __consumer_offsets, counted as Load counts) the next stored
 	// record takes. Positions order offsets the way Kafka's record offsets do (see offset.pos).
 	nextPos int64

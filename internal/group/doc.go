@@ -60,5 +60,12 @@
 // of deleted topics. A require_stable OffsetFetch answers UNSTABLE_OFFSET_COMMIT
 // for a staged partition until then (BL-17).
 //
-// Record bytes are this package's own, versioned; see records.go. Deliberate gaps: skipped.md.
+// A KIP-848 consumer group is kept in Kafka's ConsumerGroup* records (consumer_records.go). Its state
+// changes in memory first and each ConsumerGroupHeartbeat is answered once the records of the state it
+// shows are durable (consumer_persist.go), so Load rebuilds the same group epoch, member epochs,
+// target and current assignments; a failed append answers COORDINATOR_NOT_AVAILABLE and the next write
+// of the group stores its state again.
+//
+// Record bytes are this package's own, versioned, except the group metadata and consumer-group
+// records, which are Kafka's; see records.go. Deliberate gaps: skipped.md.
 package group

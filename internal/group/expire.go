@@ -103,7 +103,7 @@ func (c *Coordinator) expireLocked(g *group, tps []topicPartition) {
 
 // dropIdleLocked forgets an Empty group that holds nothing, with a tombstone if its record was stored.
 func (c *Coordinator) dropIdleLocked(g *group) {
-	if !g.persisted {
+	if !g.persisted && len(g.cgWritten) == 0 {
 		delete(c.groups, g.name)
 		return
 	}

@@ -22,13 +22,22 @@ func FuzzReplay(f *testing.F) {
 	f.Add(markerKey("g", 7), encodeMarkerValue(true), false)
 	f.Add(groupKey("g"), encodeGroupValue(groupValue{protocolType: "consumer", generation: 3, stateSince: now, members: 1}), false)
 	f.Add(offsetKey("g", tp), []byte(nil), true)
+	inst, rx := "i", "t.*"
+	tps := []cgTopicPartitions{{id: [16]byte{1}, partitions: []int32{0, 2}, epochs: []int32{3, 4}}}
+	f.Add(cgKey(cgMetadataType, "g"), encodeEpochValue(7), false)
+	f.Add(cgKey(cgPartitionMetadataType, "g"), encodePartitionMetadataValue([]cgTopicMeta{{id: [16]byte{1}, name: "t", partitions: 4}}), false)
+	f.Add(cgKey(cgMemberMetadataType, "g", "m"), encodeMemberValue(cgMemberValue{instanceID: &inst, clientID: "c", host: "/h", names: []string{"t"}, regex: &rx, rebalanceTimeoutMs: 1}), false)
+	f.Add(cgKey(cgTargetMetadataType, "g"), encodeEpochValue(7), false)
+	f.Add(cgKey(cgTargetMemberType, "g", "m"), encodeTargetMemberValue(tps), false)
+	f.Add(cgKey(cgCurrentAssignmentType, "g", "m"), encodeCurrentValue(cgCurrentValue{epoch: 7, prevEpoch: 6, state: 1, assigned: tps, revoking: tps}), false)
+	f.Add(cgKey(cgCurrentAssignmentType, "g", "m"), []byte(nil), true)
 	f.Fuzz(func(t *testing.T, key, value []byte, tombstone bool) {
 		if tombstone {
 			value = nil
 		} else if value == nil {
 			value = []byte{}
 		}
-		_, replayErr := replay([]Record{{Key: key, Value: value}}, now)
+		_, replayErr := replay([]Record{{Key: key, Value: value}}, now, func(id [16]byte) (string, bool) { return "t", id == [16]byte{1} })
 		if replayErr != nil && !errors.Is(replayErr, ErrCorrupt) {
 			t.Fatalf("replay error %v is not ErrCorrupt", replayErr)
 		}
@@ -65,6 +74,29 @@ var errRoundTrip = errors.New("re-encoded value decodes differently")
 
 // valueRoundTrip decodes value as kind, re-encodes and decodes it again.
 func valueRoundTrip(kind byte, value []byte) error {
+	if isCGKind(kind) {
+		v, err := decodeCGValue(kind, value)
+		if err != nil {
+			return err
+		}
+		var again []byte
+		switch v := v.(type) {
+		case int32:
+			again = encodeEpochValue(v)
+		case []cgTopicMeta:
+			again = encodePartitionMetadataValue(v)
+		case cgMemberValue:
+			again = encodeMemberValue(v)
+		case []cgTopicPartitions:
+			again = encodeTargetMemberValue(v)
+		case cgCurrentValue:
+			again = encodeCurrentValue(v)
+		}
+		if v2, err := decodeCGValue(kind, again); err != nil || !reflect.DeepEqual(v2, v) {
+			return errRoundTrip
+		}
+		return nil
+	}
 	switch kind {
 	case kindOffset:
 		o, err := decodeOffsetValue(value)
@@ -113,6 +145,9 @@ func valueRoundTrip(kind byte, value []byte) error {
 
 // encodeKey is the inverse of decodeKey.
 func encodeKey(k decodedKey) []byte {
+	if isCGKind(k.kind) {
+		return cgKeyOf(k)
+	}
 	switch k.kind {
 	case kindOffset:
 		return offsetKey(k.group, k.tp)

@@ -80,14 +80,16 @@ type group struct {
 	members        map[string]*member
 	static         map[string]string // group.instance.id -> member ID (KIP-345)
 	pending        map[string]*pendingMember
-	pendingSync    map[string]bool // members of this generation that have not sent SyncGroup
-	nextSeq        uint64          // join order, so listings and leader choice are deterministic
-	joinTimer      *time.Timer     // initial delay or rebalance timeout of the join phase
-	syncTimer      *time.Timer     // rebalance timeout of the sync phase
-	newMemberAdded bool            // a member joined during the initial delay, so extend it
-	subscribed     map[string]bool // topics the consumer members subscribe to; nil = unknown
-	persisted      bool            // a group record was written, so removal needs a tombstone
-	cg             *consumerGroup  // non-nil: a KIP-848 consumer-protocol group
+	pendingSync    map[string]bool   // members of this generation that have not sent SyncGroup
+	nextSeq        uint64            // join order, so listings and leader choice are deterministic
+	joinTimer      *time.Timer       // initial delay or rebalance timeout of the join phase
+	syncTimer      *time.Timer       // rebalance timeout of the sync phase
+	newMemberAdded bool              // a member joined during the initial delay, so extend it
+	subscribed     map[string]bool   // topics the consumer members subscribe to; nil = unknown
+	persisted      bool              // a group record was written, so removal needs a tombstone
+	cg             *consumerGroup    // non-nil: a KIP-848 consumer-protocol group
+	cgWritten      map[string][]byte // consumer-group record key -> value last queued (consumer_persist.go)
+	cgUnsure       map[string]bool   // consumer-group keys whose last write failed
 
 	offsets   map[topicPartition]offset
 	txn       map[int64]*staged // producer ID -> staged offsets
@@ -107,6 +109,8 @@ func newGroup(name string, now time.Time) *group {
 		txn:         make(map[int64]*staged),
 		txnWrites:   make(map[int64]int),
 		inflight:    make(map[string]int),
+		cgWritten:   make(map[string][]byte),
+		cgUnsure:    make(map[string]bool),
 	}
 }
 

@@ -28,7 +28,7 @@ func (c *Coordinator) Load(recs []Record) error {
 	c.loading = true
 	c.mu.Unlock()
 
-	groups, err := replay(recs, c.now())
+	groups, err := replay(recs, c.now(), c.cfg.TopicName)
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -37,6 +37,9 @@ func (c *Coordinator) Load(recs []Record) error {
 	for _, g := range groups {
 		for _, m := range g.members {
 			c.scheduleHeartbeatLocked(g, m, m.sessionTimeout)
+		}
+		if g.cg != nil {
+			c.scheduleConsumerTimersLocked(g)
 		}
 	}
 	for _, g := range c.groups {
@@ -50,8 +53,10 @@ func (c *Coordinator) Load(recs []Record) error {
 
 // replay builds groups from the log by applying every record in log order, as the live coordinator
 // applied them: record i sits at log position i, which orders committed and staged offsets for
-// transaction markers (offset.pos). Groups left holding nothing are dropped.
-func replay(recs []Record, now time.Time) (map[string]*group, error) {
+// transaction markers (offset.pos). Consumer-group (KIP-848) records are gathered per key and the
+// group is rebuilt from the latest of each at the end (topic IDs resolved by topicName). Groups left
+// holding nothing are dropped.
+func replay(recs []Record, now time.Time, topicName func([16]byte) (string, bool)) (map[string]*group, error) {
 	groups := make(map[string]*group)
 	get := func(name string) *group {
 		if g := groups[name]; g != nil {
@@ -68,7 +73,8 @@ func replay(recs []Record, now time.Time) (map[string]*group, error) {
 		}
 	}
 	for name, g := range groups {
-		if !g.persisted && len(g.offsets) == 0 && len(g.txn) == 0 {
+		restoreConsumerGroup(g, topicName)
+		if !g.persisted && len(g.offsets) == 0 && len(g.txn) == 0 && len(g.cgWritten) == 0 {
 			delete(groups, name)
 			continue
 		}
@@ -87,6 +93,17 @@ func replayOne(key, value []byte, pos int64, get func(string) *group, now time.T
 		return err
 	}
 	g := get(k.group)
+	if isCGKind(k.kind) {
+		if value == nil {
+			delete(g.cgWritten, string(key))
+			return nil
+		}
+		if _, err := decodeCGValue(k.kind, value); err != nil {
+			return err
+		}
+		g.cgWritten[string(key)] = value
+		return nil
+	}
 	if value == nil {
 		switch k.kind {
 		case kindOffset:

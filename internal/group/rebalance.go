@@ -241,7 +241,21 @@ func (c *Coordinator) persistGroupLocked(g *group) {
 func (c *Coordinator) storeGroupLocked(g *group, assignments map[string][]byte, stateSince time.Time, apply func(int64), fail func()) {
 	g.persisted = true
 	rec := Record{Key: groupMetadataKey(g.name), Value: groupMetadataValue(g, assignments, stateSince)}
-	c.enqueueLocked(g, []Record{rec}, apply, fail)
+	if g.cg != nil || len(g.cgWritten) == 0 {
+		c.enqueueLocked(g, []Record{rec}, apply, fail)
+		return
+	}
+	// A consumer group turned classic (Kafka's conversion of an empty group): the tombstones of its
+	// consumer-group records go in the same batch; if it fails they are still owed.
+	tombs := cgTombstonesLocked(g)
+	c.enqueueLocked(g, append(tombs, rec), apply, func() {
+		for _, t := range tombs {
+			g.cgWritten[string(t.Key)] = unsureValue
+		}
+		if fail != nil {
+			fail()
+		}
+	})
 }
 
 // assignmentsOf is the current assignment of every member, for a group record of a Stable group.

@@ -38,6 +38,9 @@ import (
 //     storeGroup). A restart brings it back Stable, and members carry on through heartbeats.
 //
 // The version-1 kind-group record (below) was written before; it is still read.
+//
+// KIP-848 consumer groups use Kafka's coordinator records, key versions (record types) 3-8: see
+// consumer_records.go.
 const (
 	keyVersion   = 1
 	valueVersion = 1
@@ -185,6 +188,7 @@ type decodedKey struct {
 	group      string
 	producerID int64
 	tp         topicPartition
+	member     string // consumer-group member records (kindCGMember, kindCGTargetMember, kindCGCurrent)
 }
 
 func decodeKey(b []byte) (decodedKey, error) {
@@ -201,6 +205,8 @@ func decodeKey(b []byte) (decodedKey, error) {
 			return decodedKey{}, fmt.Errorf("%w: group metadata key length", ErrCorrupt)
 		}
 		return decodedKey{kind: kindGroupMetadata, group: k.Group}, nil
+	} else if v >= cgMetadataType && v <= cgCurrentAssignmentType && !r.Bad() {
+		return decodeCGKey(int16(v), r)
 	} else if v != keyVersion {
 		return decodedKey{}, fmt.Errorf("%w: key version %d", ErrCorrupt, v)
 	}

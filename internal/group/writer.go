@@ -68,9 +68,11 @@ func (c *Coordinator) runWriter() {
 		}
 		batch := c.queue
 		c.queue = nil
+		c.appending = true
 		c.mu.Unlock()
 		err := c.appendBatch(batch)
 		c.mu.Lock()
+		c.appending = false
 		c.finishLocked(batch, err)
 	}
 }
