@@ -6,9 +6,9 @@
 //
 // Scheduler drives many groups of one node from a fixed pool of Config.Workers goroutines, never a goroutine
 // per group, in cycles: inputs (Step, Propose, Tick) into each queued group's RawNode; the Ready's entries onto
-// the group's LogStore and fsynced; the changed HardStates of all groups in one append and one fsync to the
-// node-wide HardStateFile; only then the messages, batched per destination node (Transport); then committed
-// entries to the StateMachine, leader changes, Advance. Raft runs with PreVote, CheckQuorum,
+// the group's LogStore and fsynced; the changed HardStates of all groups in one append to the node-wide
+// HardStateFile, fsynced when a term or vote changed; only then the messages, batched per destination node
+// (Transport); then committed entries to the StateMachine, leader changes, Advance. Raft runs with PreVote, CheckQuorum,
 // MaxInflightMsgs, MaxUncommittedEntriesSize and DisableProposalForwarding (Kawa answers
 // NOT_LEADER_OR_FOLLOWER rather than forwarding a produce). See Scheduler for the goroutines, locks and
 // failure handling.
@@ -63,13 +63,27 @@
 // are needed only when a partition is replicated, so the log gains them behind an option; a log opened
 // without it keeps today's format, checks and speed.
 //
+// What internal/log offers today and what item 1 above needs from it (studied, not built):
+//   - Append assigns the base offset End() itself (it rewrites b[0:8]). A follower appending the leader's batch
+//     gets the leader's offset exactly when their logs agree below it, which raft's log matching guarantees; the
+//     LogStore should check the returned base against the offset the raft index maps to and fail the group on a
+//     mismatch rather than renumber. Entry.Data is shared and immutable, so Append must get a copy.
+//   - The raft term is a uint64, partitionLeaderEpoch an int32: terms above math.MaxInt32 must be refused.
+//   - There is no suffix truncation: retention cuts the head (SetStart, EnforceRetention) and the cleaner
+//     replaces closed segments (ReplaceSegment). Raft needs Log.TruncateTo(offset): later segments detached
+//     through the delayed-close path readers rely on, the segment holding offset cut at that batch and its
+//     indexes rebuilt by the recovery scan, the file and directory fsynced, and the group-commit state's durable
+//     and fsynced ends lowered to offset (else WaitDurable could return at once for re-appended offsets). This
+//     is the one change the single-node path would see: a new method, no change to Append, Read or recovery.
+//   - Raft's own entries in a second file per partition (raft index, term, type, data, CRC'd, as FileLog) would
+//     keep internal/log free of a new batch kind, but two files lose their relative order in a crash: an
+//     fsynced data batch after an unsynced raft entry would, on recovery, shift to that entry's raft index with
+//     the same term, and raft's (index, term) matching would then accept a wrong entry. The side file would
+//     have to record, per raft entry, its index and the log end offset at its append; fsync it before the log
+//     on append and after the log on truncation; and recovery would end the raft log at the first index that
+//     neither file fills. Internal batches inside the segments keep one order by construction; they need
+//     Header.Check, recovery's offset-continuity check and Read's ranges to know them. Deciding between the
+//     two is the first step of item 1.
+//
 // Open questions:
-//   - where the raft index of a segment's first batch lives: a new per-segment file, or derived by a scan of
-//     all segments on open (slower recovery, no new file);
-//   - internal batches inside segments change what the cleaner (compaction) must preserve and what
-//     log.Read's zero-copy ranges look like; the cleaner must keep them below the raft snapshot index only;
-//   - whether MsgApp entries carry the batch bytes as raft Entry.Data (a copy per entry) or reference the
-//     segment range (sendfile to followers), which needs a Transport that streams from files;
-//   - HardState writes with only the commit index changed need no fsync (raft's MustSync is false); the
-//     scheduler fsyncs them today.
 package replica

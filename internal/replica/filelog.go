@@ -15,10 +15,6 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// ErrLogCorrupt is wrapped by OpenFileLog's error when a record in the middle of the file fails its CRC or
-// breaks the index sequence.
-var ErrLogCorrupt = errors.New("replica: corrupt raft log file")
-
 // flHeader is a record's header: length uint32 (of what follows the CRC), CRC-32C uint32 (of what follows),
 // then index uint64, term uint64, type uint8; the entry's data makes up the rest.
 const flHeader = 8 + 17
@@ -27,9 +23,11 @@ const flHeader = 8 + 17
 // It is the reference LogStore the scheduler and the simulation run on until the partition log carries raft
 // entries (see the package doc); it never compacts, so FirstIndex is always 1 and Snapshot is never needed.
 //
-// Append writes without fsync; Sync makes every appended entry durable. Open recovers the file: a torn tail
-// (a short record, or bad records up to the end) is cut off; a bad record followed by a good one is
-// ErrLogCorrupt.
+// Append writes without fsync; Sync makes every appended entry durable. Open recovers the file: it ends at the
+// first record that is short, fails its CRC or does not continue the index sequence, and the rest is cut off.
+// A crash can leave any mix of the bytes written since the last Sync (good records after a bad one included),
+// none of them relied on, so this is the only cut that is safe; unlike internal/log, damage to synced records
+// is not told apart from a torn tail.
 //
 // Raft reads it (Entries, Term, ...) from the group's worker while the simulation's checkers read it between
 // cycles, so a mutex guards the in-memory entries.
@@ -73,9 +71,6 @@ func (l *FileLog) recover(b []byte) error {
 	for pos < int64(len(b)) {
 		e, n, ok := decodeRecord(b[pos:], uint64(len(l.ents))+1)
 		if !ok {
-			if laterRecordValid(b, pos) {
-				return fmt.Errorf("%w %s: bad record at byte %d followed by good ones", ErrLogCorrupt, l.f.Name(), pos)
-			}
 			// A torn tail: cut it and make the cut durable, so new appends never follow garbage.
 			if err := l.f.Truncate(pos); err != nil {
 				return fmt.Errorf("replica: truncate %s: %w", l.f.Name(), err)
@@ -107,7 +102,7 @@ func decodeRecord(b []byte, want uint64) (*pb.Entry, int, bool) {
 		return nil, 0, false
 	}
 	idx := binary.BigEndian.Uint64(body)
-	if want != 0 && idx != want {
+	if idx != want {
 		return nil, 0, false
 	}
 	e := &pb.Entry{
@@ -117,17 +112,6 @@ func decodeRecord(b []byte, want uint64) (*pb.Entry, int, bool) {
 		Data:  body[17:],
 	}
 	return e, 8 + n, true
-}
-
-// laterRecordValid reports whether some position after bad starts a record whose CRC holds: then the bad
-// record is not a torn tail. A torn tail holds a prefix of what was appended, so no whole record follows it.
-func laterRecordValid(b []byte, bad int64) bool {
-	for p := bad + 1; p+flHeader <= int64(len(b)); p++ {
-		if _, _, ok := decodeRecord(b[p:], 0); ok {
-			return true
-		}
-	}
-	return false
 }
 
 func appendRecord(b []byte, e *pb.Entry) []byte {

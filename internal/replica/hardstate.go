@@ -26,18 +26,15 @@ const hsRecordSize = 36
 // record of each group; the rewrite also happens when records exceed 4× the groups.
 const hsCompactMin = 4096
 
-// ErrHardStateCorrupt is wrapped by the error of openHardStates when a record that is not part of a torn
-// tail fails its CRC: the file cannot be trusted, and guessing a vote would let this node vote twice in a term.
-var ErrHardStateCorrupt = errors.New("replica: corrupt hardstate file")
-
 // hardStates is the node-wide HardState file: an append-only sequence of fixed-size records, one per changed
 // group per scheduler cycle, the last record of a group winning. One fsync per cycle covers every group that
-// changed in it (vfs.AppendFile). When the file holds many stale records it is replaced, through
+// changed in it (vfs.AppendFile), and none when only commit indexes changed (see save). When the file holds many stale records it is replaced, through
 // vfs.WriteFileAtomic, by one record per live group.
 //
-// A crash during an append leaves a prefix of the appended records (AppendFile's contract); records from the
-// first bad one to the end of the file are that torn tail and are ignored. A bad record followed by a good one
-// is corruption (ErrHardStateCorrupt).
+// The file ends at its first record that is short or fails its CRC: a crash can leave any mix of the bytes
+// appended since the last fsync (the kernel writes pages back in any order), good records after a bad one
+// included, and none of them was relied on (vote and term records are fsynced before anything depends on
+// them; commit-only records may be lost). Open cuts that tail off by rewriting the file.
 //
 // Only the scheduler's cycle goroutine uses a hardStates; it has no lock.
 type hardStates struct {
@@ -56,17 +53,12 @@ func openHardStates(fsys vfs.FS, dir string) (*hardStates, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replica: read %s: %w", h.path, err)
 	}
-	n := len(b) / hsRecordSize
-	good := 0 // records known good, a prefix of the file
-	for i := range n {
-		rec := b[i*hsRecordSize : (i+1)*hsRecordSize]
+	good := 0 // whole records with a good CRC, a prefix of the file
+	for ; (good+1)*hsRecordSize <= len(b); good++ {
+		rec := b[good*hsRecordSize : (good+1)*hsRecordSize]
 		if batch.Checksum(rec[:32]) != binary.BigEndian.Uint32(rec[32:]) {
-			continue
+			break
 		}
-		if good != i {
-			return nil, fmt.Errorf("%w %s: record %d (byte %d) fails its CRC and is followed by good records", ErrHardStateCorrupt, h.path, good, good*hsRecordSize)
-		}
-		good++
 		g := GroupID(binary.BigEndian.Uint64(rec[0:]))
 		h.cur[g] = &pb.HardState{
 			Term:   new(binary.BigEndian.Uint64(rec[8:])),
@@ -87,13 +79,30 @@ func openHardStates(fsys vfs.FS, dir string) (*hardStates, error) {
 // get returns the durable HardState of g, nil when none was saved.
 func (h *hardStates) get(g GroupID) *pb.HardState { return h.cur[g] }
 
-// save makes every HardState in changes durable with one append and one fsync, then compacts the file when
-// stale records dominate it. On error nothing in changes may be assumed durable.
+// save writes every HardState in changes with one append. The append is fsynced (vfs.AppendFile) when a term
+// or vote changed: raft must not send a vote or a message of a new term before both are durable. A change of
+// the commit index alone is written without fsync: raft does not need it durable (MustSync is false), a crash
+// may take it back to an earlier value that the next leader's messages raise again, and the next fsynced
+// append covers it. Then the file is compacted when stale records dominate it. On error nothing in changes
+// may be assumed durable.
 func (h *hardStates) save(changes map[GroupID]*pb.HardState) error {
 	if len(changes) == 0 {
 		return nil
 	}
-	if err := vfs.AppendFile(h.fs, h.path, encodeHardStates(changes)); err != nil {
+	mustSync := false
+	for g, st := range changes {
+		old := h.cur[g]
+		if st.GetTerm() != old.GetTerm() || st.GetVote() != old.GetVote() {
+			mustSync = true
+			break
+		}
+	}
+	b := encodeHardStates(changes)
+	if mustSync {
+		if err := vfs.AppendFile(h.fs, h.path, b); err != nil {
+			return err
+		}
+	} else if err := h.appendUnsynced(b); err != nil {
 		return err
 	}
 	for g, st := range changes {
@@ -102,6 +111,26 @@ func (h *hardStates) save(changes map[GroupID]*pb.HardState) error {
 	h.records += len(changes)
 	if h.records > max(hsCompactMin, 4*len(h.cur)) {
 		return h.compact()
+	}
+	return nil
+}
+
+// appendUnsynced appends b without fsync. A new file is created through vfs.AppendFile, so the file's
+// directory entry is always durable.
+func (h *hardStates) appendUnsynced(b []byte) error {
+	f, err := h.fs.OpenFile(h.path, os.O_WRONLY|os.O_APPEND, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return vfs.AppendFile(h.fs, h.path, b)
+	}
+	if err != nil {
+		return fmt.Errorf("replica: open %s: %w", h.path, err)
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("replica: write %s: %w", h.path, err)
 	}
 	return nil
 }

@@ -130,12 +130,13 @@ func (c Config) withDefaults() (Config, error) {
 //
 //  1. steps its messages and proposals, applies its ticks, takes its Ready and appends the Ready's entries to
 //     its LogStore, then Syncs the LogStore (in parallel over the workers, one fsync per group);
-//  2. writes the changed HardStates of all groups in one append to the node-wide HardState file, one fsync;
+//  2. writes the changed HardStates of all groups in one append to the node-wide HardState file, fsynced
+//     when a term or vote changed (not for commit indexes alone, see hardStates.save);
 //  3. sends the Ready's messages, batched per destination node;
 //  4. applies committed entries, reports leader changes and calls Advance (in parallel).
 //
-// So entries and HardState are durable before any message that depends on them leaves the node, and one
-// HardState fsync covers all groups of a cycle. A group whose LogStore fails, or whose raft panics (raft
+// So entries and HardState are durable before any message that depends on them leaves the node, and at most
+// one HardState fsync covers all groups of a cycle. A group whose LogStore fails, or whose raft panics (raft
 // reports broken invariants by panicking), is failed: its messages of that cycle are dropped and it is not
 // processed again (GroupErr). A failed HardState write fails the whole node (Err): nothing of that cycle is
 // sent or applied.

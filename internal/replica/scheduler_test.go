@@ -64,43 +64,45 @@ func (r *recSM) leader() uint64 {
 	return r.lead
 }
 
+// startCluster starts three schedulers (Start) with groups groups each over in-memory file systems and
+// chanTransports; t.Cleanup closes them.
+func startCluster(t *testing.T, groups, workers int, tick time.Duration) (map[uint64]*Scheduler, map[uint64][]*recSM) {
+	var mu sync.Mutex
+	nodes := map[uint64]*Scheduler{}
+	sms := map[uint64][]*recSM{}
+	for id := uint64(1); id <= 3; id++ {
+		fs := vfs.NewMem()
+		s, err := New(Config{
+			NodeID: id, FS: fs, Dir: "/raft", Transport: chanTransport{mu: &mu, nodes: nodes, from: id},
+			Workers: workers, TickInterval: tick, Logger: slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		for g := range GroupID(groups) {
+			lg := mustLog(t, fs, "/raft/"+strconv.Itoa(int(g)))
+			t.Cleanup(func() { lg.Close() })
+			sm := &recSM{applied: make(chan string, 16)}
+			must(t, s.AddGroup(g, lg, []uint64{1, 2, 3}, sm))
+			sms[id] = append(sms[id], sm)
+		}
+		mu.Lock()
+		nodes[id] = s
+		mu.Unlock()
+	}
+	for _, s := range nodes {
+		s.Start()
+	}
+	return nodes, sms
+}
+
 // TestSchedulerStartManyGroups: three schedulers driven by Start (real tickers, on synctest's virtual clock)
 // with a pool of workers elect a leader in each of 50 groups and commit a proposal in each on every node.
 func TestSchedulerStartManyGroups(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const groups = 50
-		var mu sync.Mutex
-		nodes := map[uint64]*Scheduler{}
-		sms := map[uint64][]*recSM{}
-		for id := uint64(1); id <= 3; id++ {
-			fs := vfs.NewMem()
-			s, err := New(Config{
-				NodeID: id, FS: fs, Dir: "/raft", Transport: chanTransport{mu: &mu, nodes: nodes, from: id},
-				Workers: 3, TickInterval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			for g := range GroupID(groups) {
-				lg, err := OpenFileLog(fs, "/raft/"+strconv.Itoa(int(g)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer lg.Close()
-				sm := &recSM{applied: make(chan string, 16)}
-				if err := s.AddGroup(g, lg, []uint64{1, 2, 3}, sm); err != nil {
-					t.Fatal(err)
-				}
-				sms[id] = append(sms[id], sm)
-			}
-			mu.Lock()
-			nodes[id] = s
-			mu.Unlock()
-		}
-		for _, s := range nodes {
-			s.Start()
-		}
+		nodes, sms := startCluster(t, groups, 3, 10*time.Millisecond)
 		for g := range groups {
 			var lead uint64
 			for lead == 0 {

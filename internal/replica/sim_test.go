@@ -307,7 +307,7 @@ func (n *simNode) crash() {
 		lg.Close()
 	}
 	n.up = false
-	n.mem = n.mem.CrashClone()
+	n.mem = n.mem.CrashCloneFunc(n.s.tornTail)
 	n.s.stats.crashes++
 	n.s.logf("node %d: crashed", n.id)
 }
@@ -432,6 +432,26 @@ func (sm *simSM) LeaderChanged(lead, term uint64) {
 	case !ok || got != lead:
 		s.violate("group %d term %d: node %d follows node %d, which did not become leader of that term (leader: %d)", sm.g, term, sm.n.id, lead, got)
 	}
+}
+
+// tornTail decides what a crash leaves of each file: its synced bytes and, for half of the files that grew
+// since their last fsync, some of the unsynced tail, with a hole of zeros in it half of the time (pages
+// written back out of order). Choices come from the seed, the crash count and the path, not from s.rng: the
+// file system calls keep in map order.
+func (s *sim) tornTail(name string, synced, current []byte) []byte {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%d/%s", s.seed, s.stats.crashes, name)
+	r := rand.New(rand.NewPCG(h.Sum64(), 1))
+	extra := len(current) - len(synced)
+	if extra <= 0 || string(current[:len(synced)]) != string(synced) || r.IntN(2) == 0 {
+		return synced
+	}
+	out := slices.Clone(current[:len(synced)+1+r.IntN(extra)])
+	if r.IntN(2) == 0 {
+		from := len(synced) + r.IntN(len(out)-len(synced))
+		clear(out[from : from+r.IntN(len(out)-from+1)])
+	}
+	return out
 }
 
 // lyingFS is a MemFS whose files' Sync does nothing, so nothing ever becomes durable.
@@ -680,14 +700,27 @@ var simClusters = []simConfig{
 	{nodes: 5, groups: 5, faults: true},
 }
 
+// clusters returns simClusters, with $KAWA_SIM_GROUPS groups when set (the acceptance size is 20;
+// CI runs fewer groups and more seeds).
+func clusters() []simConfig {
+	out := slices.Clone(simClusters)
+	if v, err := strconv.Atoi(os.Getenv("KAWA_SIM_GROUPS")); err == nil && v > 0 {
+		for i := range out {
+			out[i].groups = v
+		}
+	}
+	return out
+}
+
 // TestSim runs the simulation over many seeds (-seeds or $KAWA_SIM_SEEDS per cluster size; seed s of the
-// 5-node cluster is 1,000,000+s). A failure prints the one command that replays it with a trace.
+// 5-node cluster is 1,000,000+s; $KAWA_SIM_GROUPS groups). A failure prints the one command that replays it
+// with a trace.
 func TestSim(t *testing.T) {
 	if *seedFlag >= 0 {
 		seed := uint64(*seedFlag)
-		cfg := simClusters[0]
+		cfg := clusters()[0]
 		if seed >= 1_000_000 {
-			cfg = simClusters[1]
+			cfg = clusters()[1]
 		}
 		cryptotest.SetGlobalRandom(t, seed)
 		s := newSim(cfg, seed)
@@ -702,13 +735,17 @@ func TestSim(t *testing.T) {
 	start := time.Now()
 	var proposals, commits int
 	var stats simStats
-	for ci, cfg := range simClusters {
+	for ci, cfg := range clusters() {
 		for i := range n {
 			seed := uint64(ci*1_000_000 + i)
 			cryptotest.SetGlobalRandom(t, seed)
 			s := newSim(cfg, seed)
 			if err := s.run(); err != nil {
-				t.Fatalf("seed %d (%d nodes, %d groups): %v\nreproduce: go test ./internal/replica -run 'TestSim$' -seed %d -v", seed, cfg.nodes, cfg.groups, err, seed)
+				env := ""
+				if cfg.groups != simClusters[ci].groups {
+					env = fmt.Sprintf("KAWA_SIM_GROUPS=%d ", cfg.groups)
+				}
+				t.Fatalf("seed %d (%d nodes, %d groups): %v\nreproduce: %sgo test ./internal/replica -run 'TestSim$' -seed %d -v", seed, cfg.nodes, cfg.groups, err, env, seed)
 			}
 			proposals += s.proposals
 			stats.add(s.stats)
