@@ -71,50 +71,76 @@ type resetPlan struct {
 // offsets (and the by-time lookup for --to-datetime).
 type resetTarget func(topic string, p int32, start, end int64) (int64, error)
 
+// resetFlags are reset-offsets' flags shared by `kawa group` and `kawa
+// share-group`: the partitions and where to move them.
+type resetFlags struct {
+	fs       *cli.FlagSet
+	topics   topicSpecs
+	earliest *bool
+	latest   *bool
+	toOffset *int64
+	datetime *string
+	execute  *bool
+}
+
+func declareResetFlags(fs *cli.FlagSet, what string) *resetFlags {
+	f := &resetFlags{fs: fs}
+	fs.Var(&f.topics, "topic", "topic to reset, optionally with partitions: `T` or T:0,2 (repeatable)")
+	f.earliest = fs.Bool("to-earliest", false, "reset to each partition's log start offset")
+	f.latest = fs.Bool("to-latest", false, "reset to each partition's log end offset")
+	f.toOffset = fs.Int64("to-offset", 0, "reset to offset `N`, clamped to [log start, log end]")
+	f.datetime = fs.String("to-datetime", "", "reset to the first offset with a timestamp at or after `TIME` (RFC 3339)")
+	f.execute = fs.Bool("execute", false, what+" (default: print the plan only)")
+	return f
+}
+
+// target checks the flags (a usage error unless --topic and exactly one
+// --to-* are given) and returns how to pick each partition's new offset.
+func (f *resetFlags) target(ctx context.Context, adm *kadm.Client) (resetTarget, error) {
+	fs := f.fs
+	if len(f.topics) == 0 {
+		return nil, fs.UsageErr("--topic is required")
+	}
+	n := 0
+	for _, given := range []bool{*f.earliest, *f.latest, cli.IsSet(fs, "to-offset"), cli.IsSet(fs, "to-datetime")} {
+		if given {
+			n++
+		}
+	}
+	if n != 1 {
+		return nil, fs.UsageErr("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime")
+	}
+	switch {
+	case *f.earliest:
+		return func(_ string, _ int32, start, _ int64) (int64, error) { return start, nil }, nil
+	case *f.latest:
+		return func(_ string, _ int32, _, end int64) (int64, error) { return end, nil }, nil
+	case cli.IsSet(fs, "to-offset"):
+		if *f.toOffset < 0 {
+			return nil, fs.UsageErr("--to-offset must be >= 0, got %d", *f.toOffset)
+		}
+		to := *f.toOffset
+		return func(_ string, _ int32, start, end int64) (int64, error) { return min(max(to, start), end), nil }, nil
+	}
+	at, err := time.Parse(time.RFC3339Nano, *f.datetime)
+	if err != nil {
+		return nil, fs.UsageErr("--to-datetime: %v", err)
+	}
+	byTime, err := adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), specTopics(f.topics)...)
+	if err != nil {
+		return nil, err
+	}
+	return listedTarget(byTime), nil
+}
+
 func setupResetOffsets(fs *cli.FlagSet) func(context.Context, *kadm.Client, []string, io.Writer) error {
-	var topics topicSpecs
-	fs.Var(&topics, "topic", "topic to reset, optionally with partitions: `T` or T:0,2 (repeatable)")
-	earliest := fs.Bool("to-earliest", false, "reset to each partition's log start offset")
-	latest := fs.Bool("to-latest", false, "reset to each partition's log end offset")
-	toOffset := fs.Int64("to-offset", 0, "reset to offset `N`, clamped to [log start, log end]")
-	datetime := fs.String("to-datetime", "", "reset to the first offset with a timestamp at or after `TIME` (RFC 3339)")
-	execute := fs.Bool("execute", false, "commit the plan (default: print it only)")
+	f := declareResetFlags(fs, "commit the plan")
 	return func(ctx context.Context, adm *kadm.Client, args []string, w io.Writer) error {
-		if len(topics) == 0 {
-			return fs.UsageErr("--topic is required")
+		pick, err := f.target(ctx, adm)
+		if err != nil {
+			return err
 		}
-		n := 0
-		for _, given := range []bool{*earliest, *latest, cli.IsSet(fs, "to-offset"), cli.IsSet(fs, "to-datetime")} {
-			if given {
-				n++
-			}
-		}
-		if n != 1 {
-			return fs.UsageErr("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime")
-		}
-		var pick resetTarget
-		switch {
-		case *earliest:
-			pick = func(_ string, _ int32, start, _ int64) (int64, error) { return start, nil }
-		case *latest:
-			pick = func(_ string, _ int32, _, end int64) (int64, error) { return end, nil }
-		case cli.IsSet(fs, "to-offset"):
-			if *toOffset < 0 {
-				return fs.UsageErr("--to-offset must be >= 0, got %d", *toOffset)
-			}
-			pick = func(_ string, _ int32, start, end int64) (int64, error) { return min(max(*toOffset, start), end), nil }
-		default:
-			at, err := time.Parse(time.RFC3339Nano, *datetime)
-			if err != nil {
-				return fs.UsageErr("--to-datetime: %v", err)
-			}
-			byTime, err := adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), specTopics(topics)...)
-			if err != nil {
-				return err
-			}
-			pick = listedTarget(byTime)
-		}
-		return resetOffsets(ctx, adm, args[0], topics, pick, *execute, w)
+		return resetOffsets(ctx, adm, args[0], f.topics, pick, *f.execute, w)
 	}
 }
 
@@ -166,7 +192,38 @@ func resetOffsets(ctx context.Context, adm *kadm.Client, group string, specs top
 	if d.State != "Empty" && d.State != "Dead" {
 		return fmt.Errorf("%s: offsets can only be reset while the group is Empty, but it is %s (stop its consumers first)", group, d.State)
 	}
-	plan, err := buildPlan(ctx, adm, group, specs, pick)
+	committed, err := adm.FetchOffsets(ctx, group)
+	if err == nil {
+		err = committed.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("%s: fetch offsets: %w", group, err)
+	}
+	return applyPlan(ctx, adm, specs, pick, execute, w, "nothing committed; add --execute to commit these offsets",
+		func(topic string, p int32) int64 {
+			if c, ok := committed.Lookup(topic, p); ok && c.Err == nil {
+				return c.At
+			}
+			return -1
+		},
+		func(offsets kadm.Offsets) (string, error) {
+			resp, err := adm.CommitOffsets(ctx, group, offsets)
+			if err == nil {
+				err = resp.Error()
+			}
+			if err != nil {
+				return "", fmt.Errorf("%s: commit: %w", group, err)
+			}
+			return fmt.Sprintf("committed %d offsets for group %s", len(offsets.Sorted()), group), nil
+		})
+}
+
+// applyPlan builds the plan (current gives each partition's offset now,
+// -1: none), prints it and, with execute, hands its offsets to apply,
+// printing what apply reports; without, it says dry.
+func applyPlan(ctx context.Context, adm *kadm.Client, specs topicSpecs, pick resetTarget, execute bool, w io.Writer, dry string,
+	current func(topic string, p int32) int64, apply func(kadm.Offsets) (string, error)) error {
+	plan, err := buildPlan(ctx, adm, specs, pick, current)
 	if err != nil {
 		return err
 	}
@@ -174,27 +231,25 @@ func resetOffsets(ctx context.Context, adm *kadm.Client, group string, specs top
 		return err
 	}
 	if !execute {
-		fmt.Fprintln(w, "dry run: nothing committed; add --execute to commit these offsets")
+		fmt.Fprintln(w, "dry run: "+dry)
 		return nil
 	}
 	offsets := make(kadm.Offsets)
 	for _, p := range plan {
 		offsets.Add(kadm.Offset{Topic: p.topic, Partition: p.partition, At: p.target, LeaderEpoch: -1})
 	}
-	resp, err := adm.CommitOffsets(ctx, group, offsets)
-	if err == nil {
-		err = resp.Error()
-	}
+	done, err := apply(offsets)
 	if err != nil {
-		return fmt.Errorf("%s: commit: %w", group, err)
+		return err
 	}
-	fmt.Fprintf(w, "committed %d offsets for group %s\n", len(plan), group)
+	fmt.Fprintln(w, done)
 	return nil
 }
 
 // buildPlan resolves the specs to partitions (every partition of a topic
-// without a list), and picks each target from the log start and end.
-func buildPlan(ctx context.Context, adm *kadm.Client, group string, specs topicSpecs, pick resetTarget) ([]resetPlan, error) {
+// without a list), and picks each target from the log start and end;
+// current gives a partition's offset now (-1: none).
+func buildPlan(ctx context.Context, adm *kadm.Client, specs topicSpecs, pick resetTarget, current func(topic string, p int32) int64) ([]resetPlan, error) {
 	names := specTopics(specs)
 	topics, err := adm.ListTopics(ctx, names...)
 	if err != nil {
@@ -208,13 +263,6 @@ func buildPlan(ctx context.Context, adm *kadm.Client, group string, specs topicS
 	if err != nil {
 		return nil, err
 	}
-	committed, err := adm.FetchOffsets(ctx, group)
-	if err == nil {
-		err = committed.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: fetch offsets: %w", group, err)
-	}
 	var plan []resetPlan
 	seen := make(map[resetPlan]bool)
 	for _, s := range specs {
@@ -223,10 +271,11 @@ func buildPlan(ctx context.Context, adm *kadm.Client, group string, specs topicS
 			return nil, err
 		}
 		for _, p := range parts {
-			rp, err := planPartition(s.topic, p, starts, ends, committed, pick)
+			rp, err := planPartition(s.topic, p, starts, ends, pick)
 			if err != nil {
 				return nil, err
 			}
+			rp.current = current(s.topic, p)
 			key := resetPlan{topic: rp.topic, partition: rp.partition}
 			if !seen[key] {
 				seen[key] = true
@@ -256,7 +305,7 @@ func specPartitions(topics kadm.TopicDetails, s topicSpec) ([]int32, error) {
 	return s.partitions, nil
 }
 
-func planPartition(topic string, p int32, starts, ends kadm.ListedOffsets, committed kadm.OffsetResponses, pick resetTarget) (resetPlan, error) {
+func planPartition(topic string, p int32, starts, ends kadm.ListedOffsets, pick resetTarget) (resetPlan, error) {
 	start, ok1 := starts.Lookup(topic, p)
 	end, ok2 := ends.Lookup(topic, p)
 	switch {
@@ -271,11 +320,7 @@ func planPartition(topic string, p int32, starts, ends kadm.ListedOffsets, commi
 	if err != nil {
 		return resetPlan{}, err
 	}
-	rp := resetPlan{topic: topic, partition: p, current: -1, target: target}
-	if c, ok := committed.Lookup(topic, p); ok && c.Err == nil {
-		rp.current = c.At
-	}
-	return rp, nil
+	return resetPlan{topic: topic, partition: p, target: target}, nil
 }
 
 func writePlan(w io.Writer, plan []resetPlan) error {

@@ -33,6 +33,7 @@ func commands() []command {
 		{"produce", "write stdin lines to a topic, one record per line", runProduce},
 		{"consume", "print a topic's records, one per line", runConsume},
 		{"group", "list, describe, delete consumer groups or reset their offsets", runGroup},
+		{"share-group", "list, describe share groups (KIP-932 queues) or reset their start offsets", runShareGroup},
 		{"producers", "describe idempotent/transactional producer state per partition", runProducers},
 		{"txn", "list, describe or abort transactions", runTxn},
 		{"user", "set, list or delete SCRAM credentials in a data directory", runUser},

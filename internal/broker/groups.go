@@ -45,7 +45,12 @@ func (b *Broker) handleDescribeGroups(ctx context.Context, _ wire.RequestInfo, r
 }
 
 func (b *Broker) handleListGroups(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
-	return later(func() kmsg.Response { return b.groups.ListGroups(ctx, req.(*kmsg.ListGroupsRequest)) })
+	return later(func() kmsg.Response {
+		r := req.(*kmsg.ListGroupsRequest)
+		resp := b.groups.ListGroups(ctx, r)
+		b.listShareGroups(r, resp)
+		return resp
+	})
 }
 
 func (b *Broker) handleDeleteGroups(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {

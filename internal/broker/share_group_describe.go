@@ -15,7 +15,8 @@ import (
 // Behaviour: per group its state (Empty or Stable: assignment is immediate,
 // so a share group is never reconciling), group epoch (also the assignment
 // epoch), assignor "simple" and members with their subscriptions and
-// assignments. client_id and client_host are not recorded (empty).
+// assignments; client_id and client_host are those of the member's last
+// heartbeat.
 // Authorized operations are not computed (INT32_MIN). Errors per group:
 // GROUP_ID_NOT_FOUND for a group that is not a share group.
 func (b *Broker) handleShareGroupDescribe(_ context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
@@ -34,6 +35,7 @@ func (b *Broker) handleShareGroupDescribe(_ context.Context, _ wire.RequestInfo,
 		for _, m := range info.Members {
 			sm := kmsg.NewShareGroupDescribeResponseGroupMember()
 			sm.MemberID, sm.MemberEpoch, sm.SubscribedTopicNames = m.ID, m.Epoch, m.Topics
+			sm.ClientID, sm.ClientHost = m.ClientID, m.Host
 			names := make([]string, 0, len(m.Assignments))
 			for t := range m.Assignments {
 				names = append(names, t)

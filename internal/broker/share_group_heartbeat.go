@@ -22,13 +22,17 @@ import (
 // member epoch below -1, a join without subscription), GROUP_ID_NOT_FOUND
 // (a leave or heartbeat naming no share group), UNKNOWN_MEMBER_ID (a
 // leave or heartbeat of a member not in the group), FENCED_MEMBER_EPOCH.
-func (b *Broker) handleShareGroupHeartbeat(_ context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+func (b *Broker) handleShareGroupHeartbeat(_ context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.ShareGroupHeartbeatRequest)
 	resp := r.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
 	a, err := b.shares.Heartbeat(r.GroupID, r.MemberID, r.MemberEpoch, r.SubscribedTopicNames, b.shareTopics())
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = errCode(err), errMsg(err)
 		return func() (kmsg.Response, error) { return resp, nil }
+	}
+	if a.MemberEpoch >= 0 {
+		cl := groupClient(info) // the classic groups' form: Kafka's "/host"
+		b.shares.SetMemberClient(r.GroupID, a.MemberID, cl.ID, cl.Host)
 	}
 	resp.MemberID = kmsg.StringPtr(a.MemberID)
 	resp.MemberEpoch = a.MemberEpoch

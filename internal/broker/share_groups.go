@@ -1,7 +1,10 @@
 package broker
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -71,4 +74,34 @@ func (b *Broker) deleteShareGroups(resp kmsg.Response) {
 		err := b.shares.Delete(g.Group)
 		g.ErrorCode, g.ErrorMessage = errCode(err), errMsg(err)
 	}
+}
+
+// listShareGroups completes a ListGroups answer of the classic/consumer
+// group coordinator with the share groups (KIP-932: group type and
+// protocol type "share", state Empty or Stable), under the request's type
+// and state filters (matched case-insensitively, as for the other groups),
+// keeping the answer in name order. A coordinator error answers alone.
+func (b *Broker) listShareGroups(r *kmsg.ListGroupsRequest, resp *kmsg.ListGroupsResponse) {
+	if resp.ErrorCode != 0 {
+		return
+	}
+	match := func(filter []string, v string) bool {
+		return len(filter) == 0 || slices.ContainsFunc(filter, func(f string) bool { return strings.EqualFold(f, v) })
+	}
+	if !match(r.TypesFilter, "share") {
+		return
+	}
+	listed := make(map[string]bool, len(resp.Groups))
+	for _, g := range resp.Groups {
+		listed[g.Group] = true
+	}
+	for _, g := range b.shares.List() {
+		if listed[g.ID] || !match(r.StatesFilter, g.State) {
+			continue
+		}
+		lg := kmsg.NewListGroupsResponseGroup()
+		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.ID, "share", g.State, "share"
+		resp.Groups = append(resp.Groups, lg)
+	}
+	slices.SortFunc(resp.Groups, func(a, b kmsg.ListGroupsResponseGroup) int { return cmp.Compare(a.Group, b.Group) })
 }

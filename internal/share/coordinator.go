@@ -66,6 +66,8 @@ type TP struct {
 type Topics func(name string) (partitions int32, ok bool)
 
 type member struct {
+	clientID string // the client ID and host of its last heartbeat (ShareGroupDescribe)
+	host     string
 	epoch    int32
 	topics   []string
 	deadline time.Time
@@ -373,6 +375,8 @@ func (c *Coordinator) removeMemberLocked(g *group, id string) {
 // Member describes one member for ShareGroupDescribe.
 type Member struct {
 	ID          string
+	ClientID    string
+	Host        string
 	Epoch       int32
 	Topics      []string
 	Assignments map[string][]int32
@@ -385,6 +389,46 @@ type GroupInfo struct {
 	Members []Member
 }
 
+// SetMemberClient records the client ID and host a member's heartbeat
+// came from, for ShareGroupDescribe; an unknown member is ignored.
+func (c *Coordinator) SetMemberClient(groupID, memberID, clientID, host string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g := c.groups[groupID]; g != nil {
+		if m := g.members[memberID]; m != nil {
+			m.clientID, m.host = clientID, host
+		}
+	}
+}
+
+// state is the group's KIP-932 state: Empty without members, else Stable
+// (assignment is immediate, so a share group is never reconciling).
+func (g *group) state() string {
+	if len(g.members) > 0 {
+		return "Stable"
+	}
+	return "Empty"
+}
+
+// List returns every share group's ID and state (ListGroups), by ID.
+func (c *Coordinator) List() []GroupState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	out := make([]GroupState, 0, len(c.groups))
+	for id, g := range c.groups {
+		c.expireMembersLocked(g, now)
+		out = append(out, GroupState{ID: id, State: g.state()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// GroupState is one share group in List.
+type GroupState struct {
+	ID, State string
+}
+
 // Describe returns a group's members (ShareGroupDescribe).
 func (c *Coordinator) Describe(groupID string, resolve Topics) (GroupInfo, bool) {
 	c.mu.Lock()
@@ -394,10 +438,7 @@ func (c *Coordinator) Describe(groupID string, resolve Topics) (GroupInfo, bool)
 		return GroupInfo{}, false
 	}
 	c.expireMembersLocked(g, c.now())
-	info := GroupInfo{Epoch: g.epoch, State: "Empty"}
-	if len(g.members) > 0 {
-		info.State = "Stable"
-	}
+	info := GroupInfo{Epoch: g.epoch, State: g.state()}
 	ids := make([]string, 0, len(g.members))
 	for id := range g.members {
 		ids = append(ids, id)
@@ -405,7 +446,7 @@ func (c *Coordinator) Describe(groupID string, resolve Topics) (GroupInfo, bool)
 	sort.Strings(ids)
 	for _, id := range ids {
 		m := g.members[id]
-		info.Members = append(info.Members, Member{ID: id, Epoch: m.epoch, Topics: m.topics, Assignments: m.assignment(resolve)})
+		info.Members = append(info.Members, Member{ID: id, ClientID: m.clientID, Host: m.host, Epoch: m.epoch, Topics: m.topics, Assignments: m.assignment(resolve)})
 	}
 	return info, true
 }
