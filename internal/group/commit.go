@@ -21,7 +21,9 @@ import (
 // OFFSET_METADATA_TOO_LARGE, and the group's error for every partition: UNKNOWN_MEMBER_ID,
 // FENCED_INSTANCE_ID, ILLEGAL_GENERATION (also: unknown group before v9), GROUP_ID_NOT_FOUND (unknown
 // group, v9+), REBALANCE_IN_PROGRESS (CompletingRebalance), COORDINATOR_NOT_AVAILABLE (group being
-// deleted, or the store failed), COORDINATOR_LOAD_IN_PROGRESS.
+// deleted, or the store failed), COORDINATOR_LOAD_IN_PROGRESS. On a consumer group (KIP-848) the
+// generation is the member epoch, checked by validateConsumerCommit (KIP-1251): STALE_MEMBER_EPOCH,
+// UNKNOWN_MEMBER_ID, and UNSUPPORTED_VERSION for a member committing below v9.
 //
 // Version notes: v1 adds generation, member and a commit timestamp; v2-v4 a retention time; v6 leader
 // epochs; v7 group.instance.id; v10 topic IDs.
@@ -156,7 +158,7 @@ func (c *Coordinator) offsetCommitLocked(r *kmsg.OffsetCommitRequest, parts []*c
 			return nil
 		}
 	}
-	if code := g.validateOffsetCommit(memberID, instanceID, gen, false, parts); code != 0 {
+	if code := g.validateOffsetCommit(memberID, instanceID, gen, false, r.Version, parts); code != 0 {
 		setPending(parts, code)
 		return nil
 	}
@@ -219,17 +221,24 @@ func waitCommit(ctx context.Context, w *write, parts []*commitPart) {
 }
 
 // validateOffsetCommit is Kafka's ClassicGroup.validateOffsetCommit, for plain and transactional
-// (KIP-447) commits.
-func (g *group) validateOffsetCommit(memberID string, instanceID *string, gen int32, txn bool, parts []*commitPart) int16 {
+// (KIP-447) commits of request version version; a consumer group's (KIP-848) is
+// validateConsumerCommit, gen being the member epoch.
+func (g *group) validateOffsetCommit(memberID string, instanceID *string, gen int32, txn bool, version int16, parts []*commitPart) int16 {
+	if g.state == stateDead {
+		return kerr.CoordinatorNotAvailable.Code
+	}
 	if g.cg != nil {
 		tps := make([]topicPartition, 0, len(parts))
 		for _, p := range parts {
-			tps = append(tps, p.tp)
+			if p.pending() {
+				tps = append(tps, p.tp)
+			}
+		}
+		if !txn && version < 9 && g.cg.members[memberID] != nil {
+			// Kafka: a consumer-protocol member commits with OffsetCommit v9+, which carries its epoch.
+			return kerr.UnsupportedVersion.Code
 		}
 		return g.validateConsumerCommit(memberID, gen, tps)
-	}
-	if g.state == stateDead {
-		return kerr.CoordinatorNotAvailable.Code
 	}
 	if gen < 0 && g.state == stateEmpty {
 		return 0 // not using group management

@@ -243,17 +243,16 @@ func (c *Coordinator) fenceConsumerLocked(g *group, m *consumerMember, why strin
 	c.persistConsumerLocked(g) // nobody waits: the member is gone either way
 }
 
-// validateConsumerCommit is Kafka's ConsumerGroup.validateOffsetCommit with KIP-1251's rule: a
-// commit by a member is accepted when its epoch is at most the member's epoch and, for every
-// partition it commits, at least the epoch the partition was assigned to it in. An anonymous commit
-// (epoch < 0, no member) needs an empty group.
+// validateConsumerCommit is Kafka's ConsumerGroup.validateOffsetCommit with KIP-1251's rule (Kafka
+// 4.3): a commit by a member is accepted when its epoch is at most the member's epoch and, for every
+// partition it commits, at least the epoch the partition was assigned to it in (a partition it is
+// revoking counts as assigned; one it does not hold needs the member's current epoch). Otherwise it
+// is STALE_MEMBER_EPOCH; an unknown member is UNKNOWN_MEMBER_ID. A commit without a member
+// (epoch < 0: an admin, or a consumer without group management) needs an empty group, as in Kafka.
 func (g *group) validateConsumerCommit(memberID string, epoch int32, tps []topicPartition) int16 {
 	cg := g.cg
-	if memberID == "" && epoch < 0 {
-		if len(cg.members) == 0 {
-			return 0
-		}
-		return kerr.UnknownMemberID.Code
+	if epoch < 0 && len(cg.members) == 0 {
+		return 0
 	}
 	m := cg.members[memberID]
 	if m == nil {

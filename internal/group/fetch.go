@@ -19,17 +19,23 @@ import (
 // Offsets become visible only once durable.
 //
 // Errors: UNSTABLE_OFFSET_COMMIT and UNKNOWN_TOPIC_ID (v10) per partition; COORDINATOR_LOAD_IN_PROGRESS
-// and COORDINATOR_NOT_AVAILABLE per group (top level v2-v7, every partition v0-v1).
+// and COORDINATOR_NOT_AVAILABLE per group (top level v2-v7, every partition v0-v1); v9+ on a consumer
+// group (KIP-848) naming a member: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH (an epoch other than the
+// member's), per group.
 //
 // Version notes: v5 leader epochs, v7 require_stable, v8 many groups per request, v9 member ID/epoch
-// (KIP-848, ignored for classic groups as Kafka does), v10 topic IDs.
+// (KIP-848, checked for consumer groups, ignored for classic groups as Kafka does), v10 topic IDs.
 func (c *Coordinator) OffsetFetch(_ context.Context, r *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
 	resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
 	if r.Version >= 8 {
 		for _, rg := range r.Groups {
 			topics := c.fetchTopics(r.Version, rg.Topics)
 			c.mu.Lock()
-			resp.Groups = append(resp.Groups, c.fetchGroupLocked(rg.Group, topics, r.RequireStable))
+			member := fetchMember{id: rg.MemberID, epoch: rg.MemberEpoch}
+			if r.Version < 9 {
+				member = fetchMember{epoch: -1}
+			}
+			resp.Groups = append(resp.Groups, c.fetchGroupLocked(rg.Group, member, topics, r.RequireStable))
 			c.mu.Unlock()
 		}
 		return resp
@@ -42,7 +48,7 @@ func (c *Coordinator) OffsetFetch(_ context.Context, r *kmsg.OffsetFetchRequest)
 		}
 	}
 	c.mu.Lock()
-	res := c.fetchGroupLocked(r.Group, topics, r.RequireStable)
+	res := c.fetchGroupLocked(r.Group, fetchMember{epoch: -1}, topics, r.RequireStable)
 	c.mu.Unlock()
 	fillFetchV0(resp, res)
 	return resp
@@ -69,12 +75,44 @@ func (c *Coordinator) fetchTopics(version int16, ts []kmsg.OffsetFetchRequestGro
 	return out
 }
 
+// fetchMember is who an OffsetFetch v9+ says it is: a member ID (nil: none) and member epoch.
+type fetchMember struct {
+	id    *string
+	epoch int32
+}
+
+// validateConsumerFetch is Kafka's ConsumerGroup.validateOffsetFetch (v9+): a fetch naming no member
+// (an admin, a consumer without group management) is answered; otherwise the member must exist
+// (UNKNOWN_MEMBER_ID) at exactly that epoch (STALE_MEMBER_EPOCH). Classic groups do not check.
+func (g *group) validateConsumerFetch(fm fetchMember) int16 {
+	if g.cg == nil || (fm.id == nil && fm.epoch < 0) {
+		return 0
+	}
+	id := ""
+	if fm.id != nil {
+		id = *fm.id
+	}
+	m := g.cg.members[id]
+	switch {
+	case m == nil:
+		return kerr.UnknownMemberID.Code
+	case fm.epoch != m.epoch:
+		return kerr.StaleMemberEpoch.Code
+	}
+	return 0
+}
+
 // fetchGroupLocked answers one group in the v8+ shape; topics nil means every committed partition.
-func (c *Coordinator) fetchGroupLocked(name string, topics []fetchTopic, requireStable bool) kmsg.OffsetFetchResponseGroup {
+func (c *Coordinator) fetchGroupLocked(name string, fm fetchMember, topics []fetchTopic, requireStable bool) kmsg.OffsetFetchResponseGroup {
 	out := kmsg.NewOffsetFetchResponseGroup()
 	out.Group = name
 	out.ErrorCode = c.availableLocked()
 	g := c.groups[name]
+	if out.ErrorCode == 0 && g != nil && g.state != stateDead {
+		if out.ErrorCode = g.validateConsumerFetch(fm); out.ErrorCode != 0 {
+			return out // Kafka answers the group's error without topics
+		}
+	}
 	if out.ErrorCode != 0 || (g != nil && g.state == stateDead) {
 		g = nil // unavailable, or being deleted: its offsets are gone as far as readers are concerned
 	}

@@ -20,7 +20,9 @@ import (
 // Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID (v6), OFFSET_METADATA_TOO_LARGE,
 // and for every partition: ILLEGAL_GENERATION (also: unknown group with a generation),
 // UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, INVALID_PRODUCER_EPOCH (an older epoch than the one staged),
-// INVALID_GROUP_ID, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS.
+// INVALID_GROUP_ID, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS; on a consumer group
+// (KIP-848) the generation is the member epoch (STALE_MEMBER_EPOCH by KIP-1251's rule, see
+// validateConsumerCommit).
 //
 // NB: whether the producer really has an open transaction that added this group (AddOffsetsToTxn) is
 // the transaction coordinator's check, made by the broker before calling here.
@@ -80,7 +82,7 @@ func (c *Coordinator) txnCommitLocked(r *kmsg.TxnOffsetCommitRequest, parts []*c
 		}
 		g = c.newGroupLocked(r.Group)
 	}
-	code := g.validateOffsetCommit(memberID, instanceID, gen, true, parts)
+	code := g.validateOffsetCommit(memberID, instanceID, gen, true, r.Version, parts)
 	if st := g.txn[r.ProducerID]; code == 0 && st != nil && r.ProducerEpoch < st.epoch {
 		code = kerr.InvalidProducerEpoch.Code
 	}

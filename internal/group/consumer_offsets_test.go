@@ -1,0 +1,97 @@
+package group
+
+import (
+	"context"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// cgCommit commits partition p of "t" as member id at epoch with OffsetCommit version v.
+func (e *cgEnv) cgCommit(v int16, id string, epoch, p int32) int16 {
+	r := commitReq("g", epoch, id, "t", map[int32]int64{p: 7})
+	r.Version = v
+	return commitCodes(e.c.OffsetCommit(context.Background(), r))[topicPartition{"t", p}]
+}
+
+// cgTxnCommit is cgCommit through TxnOffsetCommit v3 (producer 1, epoch 0).
+func (e *cgEnv) cgTxnCommit(id string, epoch, p int32) int16 {
+	r := kmsg.NewPtrTxnOffsetCommitRequest()
+	r.Version, r.Group, r.ProducerID, r.MemberID, r.Generation = 3, "g", 1, id, epoch
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = "t"
+	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset = p, 7
+	rt.Partitions = append(rt.Partitions, rp)
+	r.Topics = append(r.Topics, rt)
+	return e.c.TxnOffsetCommit(context.Background(), r).Topics[0].Partitions[0].ErrorCode
+}
+
+// cgFetch is OffsetFetch v9 of "t"/0 naming member id (nil: none) at epoch; it returns the group's code.
+func (e *cgEnv) cgFetch(id *string, epoch int32) int16 {
+	r := kmsg.NewPtrOffsetFetchRequest()
+	r.Version = 9
+	rg := kmsg.NewOffsetFetchRequestGroup()
+	rg.Group, rg.MemberID, rg.MemberEpoch = "g", id, epoch
+	rg.Topics = []kmsg.OffsetFetchRequestGroupTopic{{Topic: "t", Partitions: []int32{0}}}
+	r.Groups = append(r.Groups, rg)
+	return e.c.OffsetFetch(context.Background(), r).Groups[0].ErrorCode
+}
+
+// Offset commits, transactional commits and fetches of a consumer group are checked against the
+// member epoch: KIP-1251's rule (an epoch older than the member's is accepted for a partition
+// assigned at or before it), STALE_MEMBER_EPOCH otherwise, UNKNOWN_MEMBER_ID for a stranger,
+// UNSUPPORTED_VERSION for a member committing below v9, and OffsetFetch v9's exact-epoch check.
+func TestConsumerGroupOffsetsByMemberEpoch(t *testing.T) {
+	t.Parallel()
+	e := newCGEnv(t)
+	// a holds 0-3 since epoch 1; b joins (epoch 2) and a revokes 2 and 3, then moves to epoch 2
+	// keeping 0 and 1 (assigned at epoch 1); b gets 2 and 3 at epoch 2.
+	e.want(e.hb("a", 0, nil, nil), 0, 1, []int32{0, 1, 2, 3})
+	e.want(e.hb("b", 0, nil, nil), 0, 2, []int32{})
+	e.want(e.hb("a", 1, []int32{0, 1, 2, 3}, nil), 0, 1, []int32{0, 1})
+	e.want(e.hb("a", 1, []int32{0, 1}, nil), 0, 2, nil)
+	e.want(e.hb("b", 2, []int32{}, nil), 0, 2, []int32{2, 3})
+
+	type tc struct {
+		name      string
+		got, want int16
+	}
+	var cases []tc
+	add := func(name string, got int16, want *kerr.Error) {
+		w := int16(0)
+		if want != nil {
+			w = want.Code
+		}
+		cases = append(cases, tc{name, got, w})
+	}
+	add("a at its epoch", e.cgCommit(9, "a", 2, 0), nil)
+	add("a at epoch 1 for a partition assigned at 1 (KIP-1251)", e.cgCommit(9, "a", 1, 0), nil)
+	add("b at epoch 1 for a partition assigned at 2", e.cgCommit(9, "b", 1, 2), kerr.StaleMemberEpoch)
+	add("a above its epoch", e.cgCommit(9, "a", 3, 0), kerr.StaleMemberEpoch)
+	add("a at an older epoch for a partition it does not hold", e.cgCommit(9, "a", 1, 3), kerr.StaleMemberEpoch)
+	add("a at its epoch for a partition it does not hold", e.cgCommit(9, "a", 2, 3), nil)
+	add("unknown member", e.cgCommit(9, "x", 2, 0), kerr.UnknownMemberID)
+	add("no member, non-empty group", e.cgCommit(9, "", -1, 0), kerr.UnknownMemberID)
+	add("a member with OffsetCommit v8", e.cgCommit(8, "a", 2, 0), kerr.UnsupportedVersion)
+	add("txn: a at epoch 1 for a partition assigned at 1", e.cgTxnCommit("a", 1, 1), nil)
+	add("txn: b at epoch 1", e.cgTxnCommit("b", 1, 2), kerr.StaleMemberEpoch)
+	add("txn: unknown member", e.cgTxnCommit("x", 2, 0), kerr.UnknownMemberID)
+	a, x := "a", "x"
+	add("fetch: a at its epoch", e.cgFetch(&a, 2), nil)
+	add("fetch: a at an older epoch", e.cgFetch(&a, 1), kerr.StaleMemberEpoch)
+	add("fetch: unknown member", e.cgFetch(&x, 2), kerr.UnknownMemberID)
+	add("fetch: no member (admin)", e.cgFetch(nil, -1), nil)
+	for _, c := range cases {
+		if c.got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, kerr.ErrorForCode(c.got), kerr.ErrorForCode(c.want))
+		}
+	}
+	// Once everyone left, anonymous commits are accepted again.
+	e.want(e.hb("a", -1, nil, nil), 0, -1, nil)
+	e.want(e.hb("b", -1, nil, nil), 0, -1, nil)
+	if code := e.cgCommit(9, "", -1, 0); code != 0 {
+		t.Errorf("anonymous commit to the empty group: %v", kerr.ErrorForCode(code))
+	}
+}
