@@ -96,6 +96,7 @@ func parseServe(args []string) (config.Broker, serveOptions, error) {
 	fs.DurationVar(&cfg.ConnectionsMaxIdle, "connections-max-idle", 10*time.Minute, "close connections that send no request for this long (connections.max.idle.ms)")
 	fs.DurationVar(&cfg.ConsumerSessionTimeout, "group-consumer-session-timeout", 45*time.Second, "a KIP-848 consumer-group member silent this long is fenced (group.consumer.session.timeout.ms)")
 	fs.DurationVar(&cfg.ConsumerHeartbeatInterval, "group-consumer-heartbeat-interval", 5*time.Second, "heartbeat interval KIP-848 consumer-group members are told (group.consumer.heartbeat.interval.ms)")
+	fs.DurationVar(&cfg.ConnectionsMaxReauth, "connections-max-reauth", 0, "lifetime of a SASL session; clients re-authenticate before it ends, else the connection closes (connections.max.reauth.ms, KIP-368); 0 = unlimited")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return cfg, o, err
@@ -114,6 +115,9 @@ func parseServe(args []string) (config.Broker, serveOptions, error) {
 	if cfg.FsyncInterval <= 0 || cfg.RetentionCheck <= 0 || cfg.RequestReadTimeout <= 0 || cfg.ConnectionsMaxIdle <= 0 ||
 		cfg.ConsumerSessionTimeout <= 0 || cfg.ConsumerHeartbeatInterval <= 0 {
 		return cfg, o, serveUsage("--fsync-interval, --retention-check-interval, --request-read-timeout, --connections-max-idle and the --group-consumer-* durations must be positive")
+	}
+	if cfg.ConnectionsMaxReauth < 0 {
+		return cfg, o, serveUsage("--connections-max-reauth must be 0 (unlimited) or positive")
 	}
 	if cfg.MaxOpenLogFiles < 0 {
 		return cfg, o, serveUsage("--max-open-log-files must be 0 (automatic) or positive")
@@ -243,6 +247,10 @@ func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.
 		}
 		logins.WithLabelValues(mech, result).Inc()
 	}
+	expired := prometheus.NewCounter(prometheus.CounterOpts{Name: "kawa_sasl_expired_sessions_closed_total",
+		Help: "Connections closed because their SASL session expired without re-authentication (KIP-368; Kafka's expired-connections-killed-count)."})
+	reg.MustRegister(expired)
+	scfg.OnSessionExpired = expired.Inc
 	srv := server.New(scfg, b)
 
 	var msrv *http.Server

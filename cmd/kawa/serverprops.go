@@ -19,8 +19,7 @@ import (
 // of flag, set and noEffect says what it does:
 //   - flag: it sets that `kawa serve` flag, its value first converted by conv
 //     (nil: as is); the flag's own parsing validates it, and the flag given on
-//     the command line wins over the file. A flag that this build does not
-//     define (pending) makes the property a start-up error saying so.
+//     the command line wins over the file.
 //   - set: it sets a field of config.Broker that has no flag.
 //   - noEffect: it is accepted (after check, if any) and logged, because a
 //     single Kawa node has nothing it would change; the text says why.
@@ -31,8 +30,6 @@ type brokerProperty struct {
 	set      func(cfg *config.Broker, v string) error
 	noEffect string
 	check    func(string) error
-	// pending names the work that will define flag, while it is missing.
-	pending string
 }
 
 // brokerProperties lists every property `--config` accepts, in the order it
@@ -58,7 +55,7 @@ var brokerProperties = []brokerProperty{
 	{name: "max.connections", flag: "max-connections", conv: intAtLeast(1)},
 	{name: "max.connections.per.ip", flag: "max-connections-per-ip", conv: intAtLeast(1)},
 	{name: "connections.max.idle.ms", flag: "connections-max-idle", conv: msDuration(1)},
-	{name: "connections.max.reauth.ms", flag: "connections-max-reauth", conv: msDuration(0), pending: "KIP-368 re-authentication"},
+	{name: "connections.max.reauth.ms", flag: "connections-max-reauth", conv: msDuration(0)},
 	{name: "num.network.threads", noEffect: "Kawa runs a reader and a writer goroutine per connection", check: intCheck(1)},
 	{name: "num.io.threads", noEffect: "requests run on their connection's goroutines", check: intCheck(1)},
 	{name: "socket.send.buffer.bytes", noEffect: "the kernel's socket buffer sizes are used", check: intCheck(-1)},
@@ -181,7 +178,7 @@ func (row brokerProperty) apply(fs *flag.FlagSet, cfg *config.Broker, value stri
 	switch {
 	case row.flag != "":
 		if fs.Lookup(row.flag) == nil {
-			return fmt.Errorf("not supported yet (needs %s)", row.pending)
+			return fmt.Errorf("kawa serve has no flag --%s", row.flag) // TestREADMEListsServerProperties checks there is
 		}
 		if onCommandLine[row.flag] {
 			return nil // the command line overrides the file

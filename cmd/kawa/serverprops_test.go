@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -53,6 +54,7 @@ func TestServerPropertiesApply(t *testing.T) {
 		"log.cleaner.delete.retention.ms=10",
 		"auto.create.topics.enable=FALSE",
 		"connections.max.idle.ms=1500",
+		"connections.max.reauth.ms=3600000",
 		"socket.request.max.bytes=1048576",
 		"queued.max.request.bytes=-1",
 		"max.connections.per.ip=7",
@@ -89,6 +91,7 @@ func TestServerPropertiesApply(t *testing.T) {
 		{"topic defaults", cfg.DefaultTopic, want},
 		{"auto create", cfg.AutoCreateTopics, false},
 		{"idle", cfg.ConnectionsMaxIdle, 1500 * time.Millisecond},
+		{"reauth", cfg.ConnectionsMaxReauth, time.Hour},
 		{"max request", cfg.MaxRequestBytes, int32(1 << 20)},
 		{"queued", cfg.QueuedMaxRequestBytes, int64(-1)},
 		{"per ip", cfg.MaxConnectionsPerIP, 7},
@@ -137,7 +140,7 @@ func TestServerPropertiesApply(t *testing.T) {
 		{[]string{"ssl.keystore.type=JKS"}, "line 1: ssl.keystore.type=JKS: only PEM"},
 		{[]string{"process.roles=controller"}, "roles must include broker"},
 		{[]string{"broker.id=1", "node.id=2"}, "line 2: node.id=2 differs from broker.id=1 on line 1"},
-		{[]string{"connections.max.reauth.ms=1000"}, "line 1: connections.max.reauth.ms=1000: not supported yet (needs KIP-368 re-authentication)"},
+		{[]string{"connections.max.reauth.ms=-1"}, "line 1: connections.max.reauth.ms=-1: -1 is below the minimum 0"},
 		{[]string{"authorizer.class.name=kafka.security.authorizer.AclAuthorizer"}, `--authorizer-class-name "kafka.security.authorizer.AclAuthorizer" is not supported`},
 		{[]string{"super.users=alice"}, "--super-users"},
 		{[]string{"connections.max.idle.ms=soon"}, `line 1: connections.max.idle.ms=soon: "soon" is not an integer`},
@@ -278,10 +281,14 @@ func TestREADMEListsServerProperties(t *testing.T) {
 	}
 	section := string(readme)[start:]
 	section = section[:strings.Index(section[4:], "\n### ")+4]
+	serveHelp := serveFlagsHelp(t)
 	for _, p := range brokerProperties {
 		// log.retention.minutes may be written `log.retention.ms` / `.minutes`.
 		if !strings.Contains(section, "`"+p.name+"`") && !strings.Contains(section, "`"+p.name[strings.LastIndex(p.name, "."):]+"`") {
 			t.Errorf("README's --config section does not name %s", p.name)
+		}
+		if p.flag != "" && !strings.Contains(serveHelp, "-"+p.flag+" ") && !strings.Contains(serveHelp, "-"+p.flag+"\n") {
+			t.Errorf("%s: kawa serve has no flag --%s", p.name, p.flag)
 		}
 		kinds := 0
 		for _, set := range []bool{p.flag != "", p.set != nil, p.noEffect != ""} {
@@ -293,4 +300,11 @@ func TestREADMEListsServerProperties(t *testing.T) {
 			t.Errorf("%s: %d of flag, set, noEffect; want exactly one", p.name, kinds)
 		}
 	}
+}
+
+// serveFlagsHelp is `kawa serve -h`'s flag list.
+func serveFlagsHelp(t *testing.T) string {
+	t.Helper()
+	out, _ := exec.Command(kawaBinary(t), "serve", "-h").CombinedOutput()
+	return string(out)
 }

@@ -17,9 +17,11 @@ import (
 //
 // Behaviour: on a SASL listener the server (internal/server) answers
 // SaslHandshake itself until the connection is authenticated, as Kafka's
-// SaslServerAuthenticator does. One that reaches the broker (a PLAINTEXT or
-// SSL listener, or a second handshake after login: KIP-368 re-authentication
-// is not implemented) gets ILLEGAL_SASL_STATE, as in Kafka's KafkaApis.
+// SaslServerAuthenticator does, and again for a KIP-368 re-authentication
+// when connections.max.reauth.ms gives sessions a lifetime. One that reaches
+// the broker (a PLAINTEXT or SSL listener, or a second handshake after login
+// without a session lifetime) gets ILLEGAL_SASL_STATE, as in Kafka's
+// KafkaApis.
 func (b *Broker) handleSaslHandshake(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
 	resp.ErrorCode = kerr.IllegalSaslState.Code

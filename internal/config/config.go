@@ -111,6 +111,10 @@ type Broker struct {
 	MaxConnections      int           // max.connections (default, as in Kafka, 2147483647)
 	MaxConnectionsPerIP int           // max.connections.per.ip (default, as in Kafka, 2147483647)
 	ConnectionsMaxIdle  time.Duration // connections.max.idle.ms (default 10 minutes)
+	// ConnectionsMaxReauth is connections.max.reauth.ms (KIP-368): the
+	// lifetime of a SASL session, after which the client must
+	// re-authenticate; 0 (the default) is unlimited.
+	ConnectionsMaxReauth time.Duration
 	// MaxOpenLogFiles bounds the segment files (.log, .index, .timeindex) held open over all partitions; idle
 	// ones are closed and reopened on use. 0 = half the process's open-file limit.
 	MaxOpenLogFiles int

@@ -172,6 +172,18 @@ type Config struct {
 	// OnAuthentication, if set, is called at the end of each SASL exchange
 	// with its mechanism and whether it logged in (for metrics).
 	OnAuthentication func(mechanism string, ok bool)
+	// ConnectionsMaxReauth is Kafka's connections.max.reauth.ms (KIP-368):
+	// a SASL session lasts this long (SaslAuthenticate v1+ tells the client
+	// as session_lifetime_ms), the client re-authenticates on the live
+	// connection with SaslHandshake and SaslAuthenticate, and a connection
+	// whose session ended without that is closed on its next request.
+	// 0 (Kafka's default) is no limit and no re-authentication.
+	ConnectionsMaxReauth time.Duration
+	// OnSessionExpired, if set, is called when a connection is closed for a
+	// SASL session that expired without re-authentication (for metrics).
+	OnSessionExpired func()
+	// Now is the clock of session lifetimes (tests); nil is time.Now.
+	Now func() time.Time
 }
 
 // ConfigFrom returns the server settings of a broker config (after
@@ -185,6 +197,7 @@ func ConfigFrom(b config.Broker, lg *slog.Logger) Config {
 		MaxConnections:        b.MaxConnections,
 		MaxConnectionsPerIP:   b.MaxConnectionsPerIP,
 		MaxIdle:               b.ConnectionsMaxIdle,
+		ConnectionsMaxReauth:  b.ConnectionsMaxReauth,
 		Logger:                lg,
 	}
 }
@@ -225,6 +238,9 @@ func New(cfg Config, h Handler) *Server {
 	}
 	if cfg.RequestReadTimeout <= 0 {
 		cfg.RequestReadTimeout = 30 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	cfg.MaxConnQueuedBytes = max(cfg.MaxConnQueuedBytes, int64(cfg.MaxRequestBytes))
 	s := &Server{cfg: cfg, h: h, log: cfg.Logger, conns: map[*conn]struct{}{}, perIP: map[string]int{}, done: make(chan struct{})}
@@ -572,7 +588,17 @@ func (c *conn) readLoop() {
 			c.release(reserved)
 			c.s.warn.log("closing connection: bad request", "remote", c.info.Remote, "key", h.Key, "version", h.Version, "err", err)
 			return
-		case c.l.usesSASL() && !sasl.authenticated && h.Key != kmsg.ApiVersions.Int16():
+		case c.l.usesSASL() && sasl.expired(c.s.cfg.Now()) && h.Key != kmsg.SASLHandshake.Int16():
+			// KIP-368: a session that ended without re-authentication closes
+			// the connection on its next request, as Kafka's
+			// KafkaChannel.serverAuthenticationSessionExpired.
+			c.release(reserved)
+			c.s.warn.log("closing connection: SASL session expired without re-authentication (connections.max.reauth.ms)", "remote", c.info.Remote, "principal", info.Principal, "api", kmsg.NameForKey(h.Key))
+			if c.s.cfg.OnSessionExpired != nil {
+				c.s.cfg.OnSessionExpired()
+			}
+			return
+		case c.l.usesSASL() && sasl.inExchange(h.Key):
 			resp, user, closeAfter := c.saslStep(&sasl, h, req)
 			if resp == nil {
 				c.release(reserved)
@@ -582,7 +608,7 @@ func (c *conn) readLoop() {
 			if closeAfter {
 				return // the writer sends the failure, then closes
 			}
-			if sasl.authenticated {
+			if user != "" {
 				info.Principal = "User:" + user
 			}
 			continue
@@ -638,6 +664,34 @@ type saslState struct {
 	session       auth.Session // set by a successful SaslHandshake
 	mechanism     string
 	authenticated bool
+	// user is the authenticated user: a re-authentication must keep it.
+	user string
+	// expires is when the session ends (KIP-368); zero is never.
+	expires time.Time
+	// reauth is a re-authentication in progress (SaslHandshake received on
+	// an authenticated connection whose session has a lifetime).
+	reauth bool
+}
+
+// expired reports whether an authenticated session's lifetime is over and no
+// re-authentication is under way.
+func (st *saslState) expired(now time.Time) bool {
+	return st.authenticated && !st.reauth && !st.expires.IsZero() && !now.Before(st.expires)
+}
+
+// inExchange reports whether a request of key belongs to the SASL exchange
+// (the server answers it) rather than to the broker: anything but
+// ApiVersions before login, and the handshake and its steps of a
+// re-authentication once the session has a lifetime. Without one, a second
+// handshake goes to the broker, which answers ILLEGAL_SASL_STATE.
+func (st *saslState) inExchange(key int16) bool {
+	if !st.authenticated {
+		return key != kmsg.ApiVersions.Int16()
+	}
+	if st.reauth {
+		return true
+	}
+	return key == kmsg.SASLHandshake.Int16() && !st.expires.IsZero()
 }
 
 // saslStep answers a request that arrived before SASL succeeded (Kafka's
@@ -657,7 +711,10 @@ func (c *conn) saslStep(st *saslState, h wire.Header, req kmsg.Request) (kmsg.Re
 			resp.ErrorCode = kerr.UnsupportedVersion.Code
 			return resp, "", true
 		}
-		if st.session != nil {
+		if st.authenticated && !st.reauth {
+			// KIP-368: the client re-authenticates on the live connection.
+			st.reauth, st.session = true, nil
+		} else if st.session != nil {
 			resp.ErrorCode = kerr.IllegalSaslState.Code
 			return resp, "", true
 		}
@@ -667,7 +724,14 @@ func (c *conn) saslStep(st *saslState, h wire.Header, req kmsg.Request) (kmsg.Re
 			resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 			return resp, "", true
 		}
-		st.session, st.mechanism = sess, r.Mechanism
+		if st.reauth && r.Mechanism != st.mechanism {
+			// As Kafka's ReauthInfo.saslMechanismUnchanged: the handshake is
+			// answered, the exchange that follows fails.
+			sess = changedMechanism{from: st.mechanism, to: r.Mechanism}
+		} else {
+			st.mechanism = r.Mechanism
+		}
+		st.session = sess
 		return resp, "", false
 	case *kmsg.SASLAuthenticateRequest:
 		resp := r.ResponseKind().(*kmsg.SASLAuthenticateResponse)
@@ -678,8 +742,14 @@ func (c *conn) saslStep(st *saslState, h wire.Header, req kmsg.Request) (kmsg.Re
 			return resp, "", true
 		}
 		out, done, err := st.session.Step(r.SASLAuthBytes)
+		if err == nil && done && st.reauth && st.session.User() != st.user {
+			// KIP-368: a re-authentication may not change the principal
+			// (Kafka's ReauthInfo.ensurePrincipalUnchanged, whose text this is).
+			//lint:ignore ST1005 Kafka's own text, which clients show
+			err = fmt.Errorf("Cannot change principals during re-authentication from User:%s: User:%s", st.user, st.session.User())
+		}
 		if err != nil {
-			c.s.warn.log("closing connection: SASL authentication failed", "remote", c.info.Remote, "mechanism", st.mechanism, "err", err)
+			c.s.warn.log("closing connection: SASL authentication failed", "remote", c.info.Remote, "mechanism", st.mechanism, "reauthentication", st.reauth, "err", err)
 			c.authenticated(st.mechanism, false)
 			resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
 			msg := auth.ClientMessage(err)
@@ -687,16 +757,33 @@ func (c *conn) saslStep(st *saslState, h wire.Header, req kmsg.Request) (kmsg.Re
 			return resp, "", true
 		}
 		resp.SASLAuthBytes = out
-		if done {
-			st.authenticated = true
-			c.authenticated(st.mechanism, true)
-			return resp, st.session.User(), false
+		if !done {
+			return resp, "", false
 		}
-		return resp, "", false
+		st.authenticated, st.reauth, st.user = true, false, st.session.User()
+		st.expires = time.Time{}
+		if max := c.s.cfg.ConnectionsMaxReauth; max > 0 {
+			// session_lifetime_ms (v1+); a v0 client is not told, and its
+			// connection closes when the session ends, as in Kafka.
+			st.expires = c.s.cfg.Now().Add(max)
+			resp.SessionLifetimeMillis = max.Milliseconds()
+		}
+		c.authenticated(st.mechanism, true)
+		return resp, st.user, false
 	}
 	c.s.warn.log("closing connection: unexpected Kafka request during SASL handshake", "remote", c.info.Remote, "api", kmsg.NameForKey(h.Key))
 	return nil, "", true
 }
+
+// changedMechanism is the exchange of a re-authentication that names another
+// mechanism than the login: its first step fails.
+type changedMechanism struct{ from, to string }
+
+func (m changedMechanism) Step([]byte) ([]byte, bool, error) {
+	return nil, false, fmt.Errorf("SASL mechanism changed during re-authentication from %s to %s", m.from, m.to)
+}
+
+func (m changedMechanism) User() string { return "" }
 
 func (c *conn) authenticated(mechanism string, ok bool) {
 	if c.s.cfg.OnAuthentication != nil {
