@@ -44,6 +44,9 @@ func runServe(args []string) error {
 	for _, n := range o.noEffect {
 		lg.Info("server.properties: accepted without effect", "property", n)
 	}
+	if err := setCrashPoint(&cfg, lg); err != nil {
+		return serveUsage("%w", err)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

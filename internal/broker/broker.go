@@ -184,6 +184,7 @@ func (b *Broker) logOptions(tc config.Topic) log.Options {
 		Logger:         b.lg,
 		FS:             b.fs,
 		Files:          b.files,
+		OnSwapStep:     b.cfg.OnSegmentSwap,
 	}
 	switch b.cfg.Fsync {
 	case config.FsyncNever:

@@ -129,6 +129,9 @@ type Broker struct {
 	// The log cleaner (compacted topics).
 	CleanerBackoff    time.Duration // log.cleaner.backoff.ms: wait between rounds (default 15 s)
 	CleanerMapEntries int           // keys in one pass's offset map (log.cleaner.dedupe.buffer.size / ~40 B); 0 = cleaner.DefaultMapEntries
+	// OnSegmentSwap, when set, is called after each named step of the cleaner's segment swap (log.SwapSteps):
+	// a crash-test hook (`kawa serve` sets it from KAWA_CRASH_POINT), nil in production.
+	OnSegmentSwap func(step string)
 }
 
 // DefaultQueuedMaxRequestBytes is Kawa's default queued.max.request.bytes:

@@ -65,20 +65,24 @@ func (l *Log) ReplaceSegment(base int64, fill func(add func(b []byte) error) err
 		_ = l.fs.Remove(tmp)
 		return err
 	}
+	l.swapStep(1)
 	if err := l.fs.Rename(tmp, name); err != nil {
 		ns.close()
 		_ = l.fs.Remove(tmp)
 		return fmt.Errorf("log: swap cleaned segment %d: %w", base, err)
 	}
+	l.swapStep(2)
 	if err := l.fs.SyncDir(l.dir); err != nil {
 		ns.close()
 		return l.commit.fail(fmt.Errorf("log: sync dir %s: %w", l.dir, err))
 	}
+	l.swapStep(3)
 	old.log.noReopen() // its name now holds the new file
 	// The old segment's indexes stay in memory for its readers; the files get the new ones.
 	if err := errors.Join(rewriteFile(ns.index, ns.offIdx), rewriteFile(ns.timeIndex, ns.timeIdx)); err != nil {
 		l.logger.Warn("log: writing the cleaned segment's indexes failed; recovery rebuilds them", "dir", l.dir, "base", base, "err", err)
 	}
+	l.swapStep(4)
 	ns.offFlushed, ns.timeFlushed = len(ns.offIdx), len(ns.timeIdx)
 	l.mu.Lock()
 	if l.segs[idx] == old {
@@ -91,6 +95,13 @@ func (l *Log) ReplaceSegment(base int64, fill func(add func(b []byte) error) err
 		l.closeDoomed(time.Now(), true)
 	}
 	return nil
+}
+
+// swapStep reports step i of SwapSteps to Options.OnSwapStep.
+func (l *Log) swapStep(i int) {
+	if l.o.OnSwapStep != nil {
+		l.o.OnSwapStep(SwapSteps[i])
+	}
 }
 
 // closedSegment finds the non-active segment starting at base. The caller holds adminMu, so the segment list
@@ -145,6 +156,7 @@ func (l *Log) writeCleaned(tmp string, base, end int64, fill func(add func(b []b
 		err = fmt.Errorf("log: cleaned segment %d ends at %d, the segment at %d", base, ns.end, end)
 	}
 	if err == nil {
+		l.swapStep(0)
 		if err = f.Sync(); err != nil {
 			err = fmt.Errorf("log: fsync %s: %w", tmp, err)
 		}

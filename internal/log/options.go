@@ -76,8 +76,8 @@ type Options struct {
 	// project's ext4 machines, a 1 KiB append + fdatasync p50 of ~180 µs fell to ~130 µs. The file is trimmed
 	// to its batches when the segment rolls and on Close; recovery treats an all-zero tail as preallocated
 	// space, not a torn batch. The log's own size (Size, retention) counts batches only.
-	Preallocate bool
-	FsyncInterval  time.Duration // for FsyncInterval (0 = 1 s)
+	Preallocate   bool
+	FsyncInterval time.Duration // for FsyncInterval (0 = 1 s)
 	// OnDurable is called from the log's notifier goroutine, never under the caller's lock, with a strictly
 	// increasing end offset (exclusive) below which data is durable per the policy. With FsyncNever/FsyncInterval
 	// it follows Append. Close waits for a running call and none runs after Close returns, so OnDurable must not
@@ -89,7 +89,15 @@ type Options struct {
 	// it can finish (0 = 1 minute, < 0 = close at once). Files are closed on the next SetStart/EnforceRetention
 	// call after the delay, and by Close.
 	FileDeleteDelay time.Duration
+	// OnSwapStep, when set, is called by ReplaceSegment after each step of a segment swap with the step's name
+	// (SwapSteps, in order), on the cleaner's goroutine; crash tests kill the process or cut the power there.
+	OnSwapStep func(step string)
 }
+
+// SwapSteps names the steps of ReplaceSegment's write-new-then-swap, in order, as OnSwapStep reports them:
+// the cleaned copy written to <base>.log.cleaned (not yet fsynced), fsynced, renamed over <base>.log, the
+// directory fsynced (the swap is durable), and the new index files written.
+var SwapSteps = []string{"cleaned-written", "cleaned-synced", "renamed", "dir-synced", "indexes-written"}
 
 func (o Options) withDefaults() Options {
 	if o.FS == nil {
