@@ -100,6 +100,8 @@ func parseServe(args []string) (config.Broker, serveOptions, error) {
 	fs.DurationVar(&cfg.ConsumerSessionTimeout, "group-consumer-session-timeout", 45*time.Second, "a KIP-848 consumer-group member silent this long is fenced (group.consumer.session.timeout.ms)")
 	fs.DurationVar(&cfg.ConsumerHeartbeatInterval, "group-consumer-heartbeat-interval", 5*time.Second, "heartbeat interval KIP-848 consumer-group members are told (group.consumer.heartbeat.interval.ms)")
 	fs.DurationVar(&cfg.ConnectionsMaxReauth, "connections-max-reauth", 0, "lifetime of a SASL session; clients re-authenticate before it ends, else the connection closes (connections.max.reauth.ms, KIP-368); 0 = unlimited")
+	cfg.TopicDefaults = map[string]string{}
+	topicDefaultFlags(fs, cfg.TopicDefaults)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return cfg, o, err
@@ -127,6 +129,9 @@ func parseServe(args []string) (config.Broker, serveOptions, error) {
 	}
 	if cfg.MaxConnections <= 0 || cfg.MaxConnectionsPerIP <= 0 {
 		return cfg, o, serveUsage("--max-connections and --max-connections-per-ip must be positive")
+	}
+	if _, err := cfg.TopicDefaultsConfig(); err != nil {
+		return cfg, o, serveUsage("%v", err)
 	}
 	cfg.SASLEnabledMechanisms = splitList(*saslMechs)
 	cfg.SSLEnabledProtocols = splitList(*sslProtocols)
@@ -342,6 +347,48 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// topicDefaultFlags defines one flag per broker-level default of a topic config, named after Kafka's
+// broker property (log.retention.ms is --log-retention-ms, compression.type --compression-type); a flag
+// given stores its value in defaults under the topic config's name (retention.ms), which
+// config.Broker.TopicDefaultsConfig validates with Kafka's rules.
+func topicDefaultFlags(fs *flag.FlagSet, defaults map[string]string) {
+	for _, d := range config.Defs {
+		if d.Broker == "" {
+			continue
+		}
+		fs.Var(topicDefault{defaults, d}, topicDefaultFlag(d.Broker),
+			fmt.Sprintf("default %s of topics without an override (Kafka's %s): %s", d.Name, d.Broker, d.Doc))
+	}
+}
+
+// topicDefaultFlag is the `kawa serve` flag of Kafka broker property name: its dots become dashes.
+func topicDefaultFlag(name string) string { return strings.ReplaceAll(name, ".", "-") }
+
+// topicDefault is the flag.Value of one topic default flag.
+type topicDefault struct {
+	m map[string]string
+	d config.Def
+}
+
+func (f topicDefault) String() string {
+	if f.m == nil {
+		return "" // the zero value flag.PrintDefaults makes
+	}
+	if v, ok := f.m[f.d.Name]; ok {
+		return v
+	}
+	return f.d.Default()
+}
+
+func (f topicDefault) Set(v string) error {
+	t := config.DefaultTopic()
+	if err := f.d.Set(&t, v); err != nil {
+		return fmt.Errorf("%s: %w", f.d.Name, err)
+	}
+	f.m[f.d.Name] = v
+	return nil
 }
 
 // serveUsage is a bad `kawa serve` command line: exit status 2, like the

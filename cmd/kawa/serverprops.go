@@ -87,26 +87,14 @@ var brokerProperties = []brokerProperty{
 	{name: "transaction.state.log.min.isr", noEffect: "one node keeps one replica", check: onlyOne},
 	{name: "share.coordinator.state.topic.replication.factor", noEffect: "one node keeps one replica", check: onlyOne},
 	{name: "share.coordinator.state.topic.min.isr", noEffect: "one node keeps one replica", check: onlyOne},
-	{name: "min.insync.replicas", noEffect: "one node keeps one replica", check: onlyOne},
 	{name: "num.recovery.threads.per.data.dir", noEffect: "partitions are recovered as they open", check: intCheck(1)},
-	{name: "log.flush.interval.messages", noEffect: "--fsync sets the flush policy (default: fsync before acks=all is answered)", check: intCheck(1)},
-	{name: "log.flush.interval.ms", noEffect: "--fsync sets the flush policy (default: fsync before acks=all is answered)", check: intCheck(0)},
 	{name: "auto.create.topics.enable", flag: "auto-create-topics", conv: boolean},
 	{name: "log.retention.check.interval.ms", flag: "retention-check-interval", conv: msDuration(1)},
-	{name: "log.retention.hours", set: retentionIn(time.Hour)},
-	{name: "log.retention.minutes", set: retentionIn(time.Minute)},
-	{name: "log.retention.ms", set: topicDefault("retention.ms")},
-	{name: "log.retention.bytes", set: topicDefault("retention.bytes")},
-	{name: "log.segment.bytes", set: topicDefault("segment.bytes")},
-	{name: "log.roll.hours", set: rollHours},
-	{name: "log.roll.ms", set: topicDefault("segment.ms")},
-	{name: "log.cleanup.policy", set: topicDefault("cleanup.policy")},
-	{name: "message.max.bytes", set: topicDefault("max.message.bytes")},
-	{name: "log.message.timestamp.type", set: topicDefault("message.timestamp.type")},
-	{name: "log.cleaner.delete.retention.ms", set: topicDefault("delete.retention.ms")},
-	{name: "log.cleaner.min.cleanable.ratio", set: topicDefault("min.cleanable.dirty.ratio")},
-	{name: "log.cleaner.min.compaction.lag.ms", set: topicDefault("min.compaction.lag.ms")},
-	{name: "log.cleaner.max.compaction.lag.ms", set: topicDefault("max.compaction.lag.ms")},
+	// Kafka's other names of two topic defaults; the log.retention.ms and log.roll.ms rows that
+	// topicDefaultProperties adds come later and so win.
+	{name: "log.retention.hours", flag: topicDefaultFlag("log.retention.ms"), conv: retentionIn(time.Hour)},
+	{name: "log.retention.minutes", flag: topicDefaultFlag("log.retention.ms"), conv: retentionIn(time.Minute)},
+	{name: "log.roll.hours", flag: topicDefaultFlag("log.roll.ms"), conv: rollHours},
 	{name: "log.cleaner.backoff.ms", set: durationField(func(c *config.Broker) *time.Duration { return &c.CleanerBackoff }, time.Millisecond, 1)},
 
 	// Groups, producers and transactions.
@@ -117,6 +105,21 @@ var brokerProperties = []brokerProperty{
 	{name: "transaction.max.timeout.ms", set: durationField(func(c *config.Broker) *time.Duration { return &c.TxnMaxTimeout }, time.Millisecond, 1)},
 	{name: "transactional.id.expiration.ms", set: durationField(func(c *config.Broker) *time.Duration { return &c.TransactionalIDExpiration }, time.Millisecond, 1)},
 	{name: "producer.id.expiration.ms", set: durationField(func(c *config.Broker) *time.Duration { return &c.ProducerIDExpiration }, time.Millisecond, 1)},
+}
+
+func init() { brokerProperties = append(brokerProperties, topicDefaultProperties()...) }
+
+// topicDefaultProperties are the broker-level defaults of topic configs (log.retention.ms,
+// compression.type, min.insync.replicas, ...): each sets its `kawa serve` flag, whose parsing is the
+// topic config's validation (internal/config is their one list).
+func topicDefaultProperties() []brokerProperty {
+	var out []brokerProperty
+	for _, d := range config.Defs {
+		if d.Broker != "" {
+			out = append(out, brokerProperty{name: d.Broker, flag: topicDefaultFlag(d.Broker)})
+		}
+	}
+	return out
 }
 
 // lookupBrokerProperty returns the row of property name.
@@ -154,11 +157,6 @@ func applyServerProperties(fs *flag.FlagSet, cfg *config.Broker, path string) (n
 	}
 	if err := sameValue(byName, "broker.id", "node.id"); err != nil {
 		return nil, fmt.Errorf("--config %s: %w", path, err)
-	}
-	if cfg.DefaultTopic == (config.Topic{}) {
-		// Start from Kafka's defaults so one log.cleaner.* property does not
-		// leave its siblings unset (Topic's defaults fill them only as a set).
-		cfg.DefaultTopic = config.DefaultTopic()
 	}
 	for _, row := range brokerProperties {
 		p, ok := byName[row.name]
@@ -294,37 +292,22 @@ func checkRoles(v string) error {
 	return nil
 }
 
-// topicDefault sets the broker default of topic config name (Kafka's log.*
-// property for it), validated by the topic config registry.
-func topicDefault(name string) func(*config.Broker, string) error {
-	d, ok := config.Lookup(name)
-	if !ok {
-		panic("serverprops: no topic config " + name)
-	}
-	return func(c *config.Broker, v string) error { return d.Set(&c.DefaultTopic, v) }
-}
-
-// retentionIn is log.retention.hours/minutes: retention.ms in unit (-1
-// stays unlimited).
-func retentionIn(unit time.Duration) func(*config.Broker, string) error {
-	return func(c *config.Broker, v string) error {
+// retentionIn is log.retention.hours/minutes: the log.retention.ms flag value in unit (-1 stays
+// unlimited).
+func retentionIn(unit time.Duration) func(string) (string, error) {
+	return func(v string) (string, error) {
 		n, err := parseInt64(v, -1)
-		if err != nil {
-			return err
-		}
 		if n > 0 {
 			n *= unit.Milliseconds()
 		}
-		return topicDefault("retention.ms")(c, strconv.FormatInt(n, 10))
+		return strconv.FormatInt(n, 10), err
 	}
 }
 
-func rollHours(c *config.Broker, v string) error {
+// rollHours is log.roll.hours: the log.roll.ms flag value.
+func rollHours(v string) (string, error) {
 	n, err := parseInt64(v, 1)
-	if err != nil {
-		return err
-	}
-	return topicDefault("segment.ms")(c, strconv.FormatInt(n*time.Hour.Milliseconds(), 10))
+	return strconv.FormatInt(n*time.Hour.Milliseconds(), 10), err
 }
 
 // durationField sets a duration of cfg from a property in unit, at least

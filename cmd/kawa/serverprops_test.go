@@ -75,6 +75,10 @@ func TestServerPropertiesApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg = cfg.WithDefaults()
+	defaults, err := cfg.TopicDefaultsConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := config.DefaultTopic()
 	want.RetentionMs, want.SegmentMs, want.SegmentBytes = 5000, 2*3600*1000, 2<<20
 	want.CleanupPolicy, want.DeleteRetentionMs = "compact,delete", 10
@@ -88,7 +92,7 @@ func TestServerPropertiesApply(t *testing.T) {
 		{"node id", cfg.NodeID, int32(5)},
 		{"partitions (flag wins)", cfg.DefaultPartitions, int32(3)},
 		{"data dir (flag wins)", cfg.DataDir, "/tmp/override"},
-		{"topic defaults", cfg.DefaultTopic, want},
+		{"topic defaults", defaults, want},
 		{"auto create", cfg.AutoCreateTopics, false},
 		{"idle", cfg.ConnectionsMaxIdle, 1500 * time.Millisecond},
 		{"reauth", cfg.ConnectionsMaxReauth, time.Hour},
@@ -121,8 +125,8 @@ func TestServerPropertiesApply(t *testing.T) {
 	}
 
 	hours, _, err := parseServe([]string{"--config", writeProps(t, "log.retention.minutes=2", "log.retention.hours=1")})
-	if err != nil || hours.DefaultTopic.RetentionMs != 2*60*1000 {
-		t.Errorf("log.retention.minutes over .hours: retention.ms %d, %v", hours.DefaultTopic.RetentionMs, err)
+	if err != nil || hours.TopicDefaults["retention.ms"] != "120000" {
+		t.Errorf("log.retention.minutes over .hours: retention.ms %q, %v", hours.TopicDefaults["retention.ms"], err)
 	}
 
 	for _, c := range []struct {

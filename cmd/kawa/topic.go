@@ -12,11 +12,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
-const topicUsage = `usage: kawa topic <create|list|describe|delete> [flags]
+const topicUsage = `usage: kawa topic <create|list|describe|alter-config|delete> [flags]
 
   kawa topic create NAME [--partitions N] [--replication-factor R] [--config k=v ...]
   kawa topic list
   kawa topic describe NAME
+  kawa topic alter-config NAME [--set k=v ...] [--delete k ...]
   kawa topic delete NAME
 
 Every form takes --brokers (default ` + cli.DefaultBrokers + `) and --timeout (default 10s).
@@ -27,6 +28,7 @@ func topicCommands() []adminCmd {
 		{"create", "kawa topic create NAME [--partitions N] [--replication-factor R] [--config k=v ...]", 1, setupTopicCreate},
 		{"list", "kawa topic list", 0, noFlags(topicList)},
 		{"describe", "kawa topic describe NAME", 1, noFlags(topicDescribe)},
+		{"alter-config", "kawa topic alter-config NAME [--set k=v ...] [--delete k ...]", 1, setupTopicAlterConfig},
 		{"delete", "kawa topic delete NAME", 1, noFlags(topicDelete)},
 	}
 }
@@ -58,6 +60,50 @@ func setupTopicCreate(fs *cli.FlagSet) func(context.Context, *kadm.Client, []str
 		}
 		fmt.Fprintf(w, "created topic %s with %d partitions\n", args[0], *partitions)
 		return nil
+	}
+}
+
+// setupTopicAlterConfig: `kawa topic alter-config` sets and deletes topic overrides with one
+// IncrementalAlterConfigs request (KIP-339), which the broker applies all or nothing, then prints the
+// resulting configs as describe does.
+func setupTopicAlterConfig(fs *cli.FlagSet) func(context.Context, *kadm.Client, []string, io.Writer) error {
+	var set cli.KVList
+	var del cli.StringList
+	fs.Var(&set, "set", "override `key=value` to set (repeatable)")
+	fs.Var(&del, "delete", "override `key` to delete, back to the broker's default (repeatable)")
+	return func(ctx context.Context, adm *kadm.Client, args []string, w io.Writer) error {
+		var ops []kadm.AlterConfig
+		for k, v := range set.Configs() {
+			ops = append(ops, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: v})
+		}
+		for _, k := range del {
+			ops = append(ops, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
+		}
+		if len(ops) == 0 {
+			return fs.UsageErr("nothing to change: give --set k=v or --delete k")
+		}
+		resp, err := adm.AlterTopicConfigs(ctx, ops, args[0])
+		if err == nil {
+			var r kadm.AlterConfigsResponse
+			if r, err = resp.On(args[0], nil); err == nil {
+				err = cli.WithMessage(r.Err, r.ErrMessage)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", args[0], err)
+		}
+		configs, err := adm.DescribeTopicConfigs(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		rc, err := configs.On(args[0], nil)
+		if err == nil {
+			err = rc.Err
+		}
+		if err != nil {
+			return cli.WithMessage(fmt.Errorf("%s configs: %w", args[0], err), rc.ErrMessage)
+		}
+		return writeConfigs(w, rc.Configs)
 	}
 }
 

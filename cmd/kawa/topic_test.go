@@ -121,3 +121,44 @@ func TestTopicListExact(t *testing.T) {
 		t.Errorf("list:\n%q\nwant\n%q", out, want)
 	}
 }
+
+// TestTopicConfigsCLI: against `kawa serve` started with broker-level topic defaults
+// (--compression-type, --log-retention-ms), `kawa topic create --config` stores overrides, `kawa topic
+// alter-config` sets and deletes them, and describe shows each value with its source; a bad value is
+// refused with INVALID_CONFIG naming it, and a bad broker default stops `kawa serve` at start.
+func TestTopicConfigsCLI(t *testing.T) {
+	t.Parallel()
+	p := startKawa(t, t.TempDir(), "--compression-type", "zstd", "--log-retention-ms", "3600000")
+	b := "--brokers=" + p.Addr
+	mustRun(t, runTopic, "", "create", "connect-offsets", "--config", "cleanup.policy=compact", "--config", "min.insync.replicas=1", b)
+	out := mustRun(t, runTopic, "", "describe", "connect-offsets", b)
+	for _, row := range [][]string{
+		{"cleanup.policy", "compact", "DYNAMIC_TOPIC_CONFIG"}, {"min.insync.replicas", "1", "DYNAMIC_TOPIC_CONFIG"},
+		{"compression.type", "zstd", "STATIC_BROKER_CONFIG"}, {"retention.ms", "3600000", "STATIC_BROKER_CONFIG"},
+		{"segment.bytes", "1073741824", "DEFAULT_CONFIG"},
+	} {
+		if !hasRow(out, row...) {
+			t.Errorf("describe lacks %v:\n%s", row, out)
+		}
+	}
+	out = mustRun(t, runTopic, "", "alter-config", "connect-offsets", "--set", "compression.type=lz4", "--delete", "min.insync.replicas", b)
+	for _, row := range [][]string{
+		{"cleanup.policy", "compact", "DYNAMIC_TOPIC_CONFIG"}, {"compression.type", "lz4", "DYNAMIC_TOPIC_CONFIG"},
+		{"min.insync.replicas", "1", "DEFAULT_CONFIG"},
+	} {
+		if !hasRow(out, row...) {
+			t.Errorf("alter-config output lacks %v:\n%s", row, out)
+		}
+	}
+	_, err := runCmd(t, runTopic, "", "alter-config", "connect-offsets", "--set", "compression.zstd.level=99", b)
+	if !errors.Is(err, kerr.InvalidConfig) || !strings.Contains(err.Error(), "compression.zstd.level") {
+		t.Errorf("alter-config with a bad level: %v, want INVALID_CONFIG naming it", err)
+	}
+	_, err = runCmd(t, runTopic, "", "create", "x", "--config", "nope=1", b)
+	if !errors.Is(err, kerr.InvalidConfig) || !strings.Contains(err.Error(), "nope") {
+		t.Errorf("create with an unknown config: %v, want INVALID_CONFIG naming it", err)
+	}
+	if err := runServe([]string{"--data-dir", t.TempDir(), "--min-insync-replicas", "0"}); err == nil || !strings.Contains(err.Error(), "min.insync.replicas") {
+		t.Errorf("serve --min-insync-replicas 0: %v, want a usage error naming min.insync.replicas", err)
+	}
+}

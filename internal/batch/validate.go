@@ -26,27 +26,57 @@ import (
 // Validate never panics and allocates only to decompress. The Header is
 // meaningful only when err is nil.
 func Validate(b []byte) (Header, error) {
+	h, _, err := ValidateRecords(b)
+	return h, err
+}
+
+// ValidateRecords is Validate that also returns the batch's records section
+// (every record, from the first record's length varint on), decompressed:
+// it aliases b when the batch is uncompressed, else it is a new buffer.
+// EachTimestamp and Recompress take it, so that a produce decompresses once.
+func ValidateRecords(b []byte) (Header, []byte, error) {
 	h, err := frame(b)
 	if err != nil {
-		return Header{}, err
+		return Header{}, nil, err
 	}
 	if h.Size() != len(b) {
-		return Header{}, corruptf("%d trailing bytes after a %d byte batch", len(b)-h.Size(), h.Size())
+		return Header{}, nil, corruptf("%d trailing bytes after a %d byte batch", len(b)-h.Size(), h.Size())
 	}
 	if h.NumRecords < 1 {
-		return Header{}, invalidf("record count %d, need at least 1", h.NumRecords)
+		return Header{}, nil, invalidf("record count %d, need at least 1", h.NumRecords)
 	}
 	if h.LastOffsetDelta != h.NumRecords-1 {
-		return Header{}, invalidf("last offset delta %d does not match record count %d", h.LastOffsetDelta, h.NumRecords)
+		return Header{}, nil, invalidf("last offset delta %d does not match record count %d", h.LastOffsetDelta, h.NumRecords)
 	}
 	data, err := recordsSection(h, b)
 	if err != nil {
-		return Header{}, err
+		return Header{}, nil, err
 	}
 	if err := walkRecords(data, h.NumRecords, true, nil); err != nil {
-		return Header{}, err
+		return Header{}, nil, err
 	}
-	return h, nil
+	return h, data, nil
+}
+
+// EachTimestamp calls fn with each record's timestamp (ms: h.FirstTimestamp
+// plus the record's timestamp delta) and offset delta, in order, until fn
+// returns false. records is the section ValidateRecords returned for the
+// batch with header h.
+func EachTimestamp(h Header, records []byte, fn func(ts int64, offsetDelta int32) bool) {
+	for len(records) > 0 {
+		l, n := varint32(records)
+		if n == 0 || l < 0 || int64(l) > int64(len(records)-n) {
+			return // ValidateRecords checked the framing; stop rather than misread
+		}
+		r := reader{b: records[n : n+int(l)]}
+		r.skip(1, "attributes")
+		delta := r.varlong("timestamp delta")
+		od := r.varint("offset delta")
+		if r.err != nil || !fn(h.FirstTimestamp+delta, od) {
+			return
+		}
+		records = records[n+int(l):]
+	}
 }
 
 // frame checks the batch at the start of b: a length that covers a header,

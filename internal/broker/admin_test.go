@@ -133,7 +133,10 @@ func TestTopicAdmin(t *testing.T) {
 func TestOffsetsRetentionDeleteRecords(t *testing.T) {
 	t.Parallel()
 	k := kawatest.NewBroker(t)
-	k.CreateTopic("o", 1, map[string]*string{"internal.segment.bytes": ptr("16384"), "retention.bytes": ptr("40000")})
+	// The timestamps below are in the future (2027): Kafka 4's message.timestamp.after.max.ms
+	// default (one hour, KIP-1030) would refuse them.
+	k.CreateTopic("o", 1, map[string]*string{"internal.segment.bytes": ptr("16384"), "retention.bytes": ptr("40000"),
+		"message.timestamp.after.max.ms": ptr("9223372036854775807")})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cl := k.Client(kgo.DefaultProduceTopic("o"), kgo.ProducerLinger(0))

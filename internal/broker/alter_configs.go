@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 
+	"github.com/kawa-broker/kawa/internal/config"
 	"github.com/kawa-broker/kawa/internal/wire"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -25,7 +26,7 @@ func (b *Broker) handleAlterConfigs(ctx context.Context, _ wire.RequestInfo, req
 				kv[c.Name] = *c.Value
 			}
 		}
-		err := b.setTopicConfigs(rr.ResourceType, rr.ResourceName, func(map[string]string) (map[string]string, error) { return kv, nil }, r.ValidateOnly)
+		err := b.setTopicConfigs(rr.ResourceType, rr.ResourceName, func(map[string]string, config.Topic) (map[string]string, error) { return kv, nil }, r.ValidateOnly)
 		sr.ErrorCode, sr.ErrorMessage = errCode(err), errMsg(err)
 		resp.Resources = append(resp.Resources, sr)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -34,6 +35,7 @@ import (
 // Close.
 type Broker struct {
 	cfg       config.Broker
+	defaults  config.Topic                     // a topic's configs without overrides: Kafka's defaults and cfg.TopicDefaults
 	fs        vfs.FS                           // every file and directory under cfg.DataDir goes through it
 	apiKeys   []kmsg.ApiVersionsResponseApiKey // the handler table as ApiVersions advertises it; read-only
 	lg        *slog.Logger
@@ -78,6 +80,10 @@ func Open(fsys vfs.FS, cfg config.Broker, host string, port int32, lg *slog.Logg
 	if m == nil {
 		m = NewMetrics(nil)
 	}
+	defaults, err := cfg.TopicDefaultsConfig()
+	if err != nil {
+		return nil, fmt.Errorf("broker: topic config defaults: %w", err)
+	}
 	if err := vfs.MkdirAllDurable(fsys, cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("broker: data dir: %w", err)
 	}
@@ -98,7 +104,7 @@ func Open(fsys vfs.FS, cfg config.Broker, host string, port int32, lg *slog.Logg
 		return nil, err
 	}
 	b := &Broker{
-		cfg: cfg, fs: fsys, lg: lg, host: host, port: port,
+		cfg: cfg, defaults: defaults, fs: fsys, lg: lg, host: host, port: port,
 		catalog: cat, pids: pids, metrics: m, creds: creds, authz: authz,
 		files:   log.NewFileCache(cfg.MaxOpenLogFiles),
 		apiKeys: apiKeys(),
@@ -156,11 +162,11 @@ func loadClusterID(fsys vfs.FS, dir string) (string, error) {
 // skipped with a warning, alone, so the topic keeps its other configs and
 // the broker starts.
 func (b *Broker) topicConfig(t meta.Topic) config.Topic {
-	tc, err := config.Apply(b.cfg.DefaultTopic, t.Configs)
+	tc, err := config.Apply(b.defaults, t.Configs)
 	if err == nil {
 		return tc
 	}
-	tc = b.cfg.DefaultTopic
+	tc = b.defaults
 	for k, v := range t.Configs {
 		next, err := config.Apply(tc, map[string]string{k: v})
 		if err != nil {
@@ -180,11 +186,15 @@ func (b *Broker) logOptions(tc config.Topic) log.Options {
 		RetentionMs:    retMs,
 		RetentionBytes: retBytes,
 		FsyncInterval:  b.cfg.FsyncInterval,
-		Preallocate:    !tc.NoPreallocate,
-		Logger:         b.lg,
-		FS:             b.fs,
-		Files:          b.files,
-		OnSwapStep:     b.cfg.OnSegmentSwap,
+		// index.interval.bytes and file.delete.delay.ms take effect when a partition opens.
+		// index.interval.bytes=0 (an entry per batch) is 1 here: the log's 0 means its default.
+		IndexIntervalBytes: max(int(tc.IndexIntervalBytes), 1),
+		FileDeleteDelay:    fileDeleteDelay(tc.FileDeleteDelayMs),
+		Preallocate:        tc.Preallocate,
+		Logger:             b.lg,
+		FS:                 b.fs,
+		Files:              b.files,
+		OnSwapStep:         b.cfg.OnSegmentSwap,
 	}
 	switch b.cfg.Fsync {
 	case config.FsyncNever:
@@ -195,6 +205,15 @@ func (b *Broker) logOptions(tc config.Topic) log.Options {
 		o.Fsync = log.FsyncAlways
 	}
 	return o
+}
+
+// fileDeleteDelay maps file.delete.delay.ms onto log.Options.FileDeleteDelay, where 0 means the default
+// and a negative value "close at once".
+func fileDeleteDelay(ms int64) time.Duration {
+	if ms == 0 {
+		return -1
+	}
+	return time.Duration(min(ms, int64(math.MaxInt64/time.Millisecond))) * time.Millisecond
 }
 
 func (b *Broker) partitionDir(topic string, i int32) string {

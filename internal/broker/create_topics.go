@@ -17,7 +17,8 @@ import (
 // (KIP-464). Replication factor above 1 is INVALID_REPLICATION_FACTOR (one
 // node). A manual ReplicaAssignment is accepted only if every replica is this
 // node. Configs are validated against the topic-config registry
-// (INVALID_CONFIG). ValidateOnly checks without creating. v5+ returns the
+// (internal/config: every Kafka 4.x topic config with its type, range and
+// cross-config rules; INVALID_CONFIG naming the config and the problem). ValidateOnly checks without creating. v5+ returns the
 // resulting configs, partition count and replication factor (KIP-525); v7+
 // the topic ID (KIP-516). Duplicate names in one request: INVALID_REQUEST.
 func (b *Broker) handleCreateTopics(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
@@ -90,10 +91,7 @@ func (b *Broker) createOne(rt kmsg.CreateTopicsRequestTopic, validateOnly, dup b
 		c.Name = d.Name
 		v := d.Get(tc)
 		c.Value = &v
-		c.Source = int8(sourceDefault)
-		if _, ok := t.Configs[d.Name]; ok {
-			c.Source = int8(sourceDynamicTopic)
-		}
+		c.Source = int8(b.topicConfigSynonyms(d, t, tc)[0].source)
 		st.Configs = append(st.Configs, c)
 	}
 	return nil

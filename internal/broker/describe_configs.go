@@ -14,11 +14,16 @@ import (
 
 // DescribeConfigs (key 32), versions 1-4.
 //
-// Behaviour: topic resources list every topic config in the registry
-// (internal/config) with its effective value and source (override or
-// default), synonyms when asked (v1+), type and documentation (v3+). Broker
-// resources list the broker-level settings Kawa has, read-only. GROUP
-// resources list the share-group configs (KIP-932) of internal/share.
+// Behaviour: topic resources list every topic config of Kafka 4.x (the
+// registry in internal/config) with its effective value and source:
+// DYNAMIC_TOPIC_CONFIG for the topic's override, STATIC_BROKER_CONFIG for a
+// broker-level default set at start (kawa serve's --log-retention-ms, ...),
+// else DEFAULT_CONFIG (is_default); synonyms in that order when asked (v1+,
+// broker-level ones under Kafka's broker names, KIP-226), config_type and
+// documentation (v3+). Topic configs are never read_only or sensitive.
+// Broker resources list the broker-level settings Kawa has, the topic
+// defaults (log.retention.ms, compression.type, ...) among them, read-only.
+// GROUP resources list the share-group configs (KIP-932) of internal/share.
 func (b *Broker) handleDescribeConfigs(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.DescribeConfigsRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeConfigsResponse)
@@ -44,7 +49,7 @@ func (b *Broker) describeConfigs(r *kmsg.DescribeConfigsRequest, rr kmsg.Describ
 		}
 		return false
 	}
-	add := func(name, value string, src kmsg.ConfigSource, typ, doc string, ro bool) {
+	add := func(name, value string, src kmsg.ConfigSource, typ, doc string, ro bool, syns ...configSynonym) {
 		if !want(name) {
 			return
 		}
@@ -61,7 +66,13 @@ func (b *Broker) describeConfigs(r *kmsg.DescribeConfigsRequest, rr kmsg.Describ
 			c.Documentation = &d
 		}
 		if r.IncludeSynonyms {
-			c.ConfigSynonyms = []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{{Name: name, Value: &v, Source: src}}
+			if len(syns) == 0 {
+				syns = []configSynonym{{name, value, src}}
+			}
+			for _, s := range syns {
+				sv := s.value
+				c.ConfigSynonyms = append(c.ConfigSynonyms, kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{Name: s.name, Value: &sv, Source: s.source})
+			}
 		}
 		res.Configs = append(res.Configs, c)
 	}
@@ -74,14 +85,11 @@ func (b *Broker) describeConfigs(r *kmsg.DescribeConfigsRequest, rr kmsg.Describ
 		}
 		tc := b.topicConfig(t)
 		for _, d := range config.Defs {
-			src := sourceDefault
-			_, set := t.Configs[d.Name]
-			if set {
-				src = sourceDynamicTopic
-			} else if d.Internal {
+			if _, set := t.Configs[d.Name]; d.Internal && !set {
 				continue
 			}
-			add(d.Name, d.Get(tc), src, d.Type, d.Doc, false)
+			syns := b.topicConfigSynonyms(d, t, tc)
+			add(d.Name, d.Get(tc), syns[0].source, d.Type, d.Doc, false, syns...)
 		}
 	case resourceBroker:
 		if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(b.cfg.NodeID)) {
@@ -91,10 +99,22 @@ func (b *Broker) describeConfigs(r *kmsg.DescribeConfigsRequest, rr kmsg.Describ
 			return res
 		}
 		add("broker.id", strconv.Itoa(int(b.cfg.NodeID)), sourceStaticBroker, "INT", "this node's ID", true)
+		add("node.id", strconv.Itoa(int(b.cfg.NodeID)), sourceStaticBroker, "INT", "this node's ID", true)
 		add("auto.create.topics.enable", strconv.FormatBool(b.cfg.AutoCreateTopics), sourceStaticBroker, "BOOLEAN", "create unknown topics on metadata requests", true)
 		add("num.partitions", strconv.Itoa(int(b.cfg.DefaultPartitions)), sourceStaticBroker, "INT", "partitions of auto-created topics", true)
 		add("socket.request.max.bytes", strconv.Itoa(int(b.cfg.MaxRequestBytes)), sourceStaticBroker, "INT", "largest request accepted", true)
 		add("log.flush.policy", string(b.cfg.Fsync), sourceStaticBroker, "STRING", "Kawa: fsync always|interval|never", true)
+		// The broker-level defaults of topic configs (read-only: set at start with kawa serve's flags).
+		for _, d := range config.Defs {
+			if d.Broker == "" {
+				continue
+			}
+			src := sourceDefault
+			if _, set := b.cfg.TopicDefaults[d.Name]; set {
+				src = sourceStaticBroker
+			}
+			add(d.Broker, d.Get(b.defaults), src, d.Type, d.Doc, true)
+		}
 	case kmsg.ConfigResourceTypeGroupConfig:
 		set := b.shares.Configs(rr.ResourceName)
 		for _, d := range share.ConfigDefs {

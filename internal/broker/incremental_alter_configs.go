@@ -13,9 +13,12 @@ import (
 // IncrementalAlterConfigs (key 44), versions 0-1 (KIP-339).
 //
 // Behaviour: per config SET (0) or DELETE (1) of a topic override; APPEND
-// (2) and SUBTRACT (3) apply only to LIST configs, and cleanup.policy
-// supports only "delete", so they are INVALID_CONFIG unless they leave it at
-// "delete". All changes of a resource apply together or not at all. GROUP
+// (2) and SUBTRACT (3) apply only to LIST configs (cleanup.policy, the
+// throttled-replica lists; INVALID_CONFIG for others) and edit the topic's
+// current value, override or default. Values are validated as in
+// CreateTopics (internal/config: Kafka's types, ranges and cross-config
+// rules; INVALID_CONFIG naming the config and the problem). All changes of
+// a resource apply together or not at all. GROUP
 // resources (type 32) set share-group configs (KIP-932, internal/share's
 // ConfigDefs) with SET and DELETE.
 func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
@@ -28,8 +31,8 @@ func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, _ wire.Reque
 		if rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig {
 			err = b.setShareGroupConfigs(rr, r.ValidateOnly)
 		} else {
-			err = b.setTopicConfigs(rr.ResourceType, rr.ResourceName, func(cur map[string]string) (map[string]string, error) {
-				return incremental(cur, rr.Configs)
+			err = b.setTopicConfigs(rr.ResourceType, rr.ResourceName, func(cur map[string]string, eff config.Topic) (map[string]string, error) {
+				return incremental(cur, eff, rr.Configs)
 			}, r.ValidateOnly)
 		}
 		sr.ErrorCode, sr.ErrorMessage = errCode(err), errMsg(err)
@@ -38,7 +41,7 @@ func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, _ wire.Reque
 	return now(resp)
 }
 
-func incremental(cur map[string]string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig) (map[string]string, error) {
+func incremental(cur map[string]string, eff config.Topic, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig) (map[string]string, error) {
 	out := map[string]string{}
 	for k, v := range cur {
 		out[k] = v
@@ -46,7 +49,7 @@ func incremental(cur map[string]string, ops []kmsg.IncrementalAlterConfigsReques
 	for _, c := range ops {
 		d, ok := config.Lookup(c.Name)
 		if !ok {
-			return nil, fmt.Errorf("%w: unknown topic config %q", kerr.InvalidConfig, c.Name)
+			return nil, fmt.Errorf("%w: unknown topic config name: %s", kerr.InvalidConfig, c.Name)
 		}
 		switch c.Op {
 		case 0:
@@ -60,10 +63,14 @@ func incremental(cur map[string]string, ops []kmsg.IncrementalAlterConfigsReques
 			if d.Type != "LIST" {
 				return nil, fmt.Errorf("%w: APPEND/SUBTRACT only apply to LIST configs, %q is %s", kerr.InvalidConfig, c.Name, d.Type)
 			}
-			if c.Value == nil || *c.Value != "delete" || c.Op == 3 {
-				return nil, fmt.Errorf("%w: %s supports only the value delete", kerr.InvalidConfig, c.Name)
+			if c.Value == nil {
+				return nil, fmt.Errorf("%w: APPEND/SUBTRACT of %q needs a value", kerr.InvalidConfig, c.Name)
 			}
-			out[c.Name] = "delete"
+			v, ok := out[c.Name]
+			if !ok {
+				v = d.Get(eff)
+			}
+			out[c.Name] = editList(v, *c.Value, c.Op == 2)
 		default:
 			return nil, fmt.Errorf("%w: unknown operation %d", kerr.InvalidRequest, c.Op)
 		}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kawa-broker/kawa/internal/batch"
+	"github.com/kawa-broker/kawa/internal/config"
 	"github.com/kawa-broker/kawa/internal/partition"
 	"github.com/kawa-broker/kawa/internal/wire"
 )
@@ -153,12 +155,24 @@ func (b *Broker) appendPartition(ctx context.Context, r *kmsg.ProduceRequest, to
 		// that old consumers could not read (ProduceRequest.validateRecords).
 		return nil, partition.AppendResult{}, fmt.Errorf("%w: zstd batches need produce v7+, got v%d", kerr.UnsupportedCompressionType, r.Version)
 	}
-	h, err := batch.Validate(records)
+	if r.Acks == -1 && tc.MinInsyncReplicas > 1 {
+		// Partition.appendRecordsToLeader: acks=all needs min.insync.replicas in the ISR, which on one
+		// node is this broker alone. Checked before the append, so nothing is written.
+		return nil, partition.AppendResult{}, fmt.Errorf("%w: the size of the current ISR 1 is insufficient to satisfy the min.isr requirement of %d for partition %s-%d",
+			kerr.NotEnoughReplicas, tc.MinInsyncReplicas, topic, idx)
+	}
+	h, recs, err := batch.ValidateRecords(records)
 	if err != nil {
 		return nil, partition.AppendResult{}, err
 	}
 	if h.Control() {
 		return nil, partition.AppendResult{}, fmt.Errorf("%w: clients may not produce control batches", kerr.InvalidRecord)
+	}
+	logAppendTime := tc.TimestampType == "LogAppendTime"
+	if !logAppendTime {
+		if err := checkTimestamps(h, recs, now, tc); err != nil {
+			return nil, partition.AppendResult{}, err
+		}
 	}
 	if tc.Compact() {
 		if err := requireKeys(records, topic, idx); err != nil {
@@ -172,7 +186,7 @@ func (b *Broker) appendPartition(ctx context.Context, r *kmsg.ProduceRequest, to
 		}
 		defer release()
 	}
-	res, err := p.Append(records, h, tc.TimestampType == "LogAppendTime", now)
+	res, err := p.Append(records, h, logAppendTime, now)
 	if err != nil {
 		return nil, partition.AppendResult{}, err
 	}
@@ -216,4 +230,26 @@ func requireKeys(records []byte, topic string, idx int32) error {
 		}
 	}
 	return nil
+}
+
+// checkTimestamps is KIP-937's check of a CreateTime topic (LogValidator.validateTimestamp): every
+// record's timestamp must lie in [now - message.timestamp.before.max.ms, now +
+// message.timestamp.after.max.ms], else the batch is refused with INVALID_TIMESTAMP. Records without a
+// timestamp (-1) are not checked.
+func checkTimestamps(h batch.Header, recs []byte, now time.Time, tc config.Topic) error {
+	ms := max(now.UnixMilli(), 0)
+	// Both limits are >= 0 and the clock is past 1970, so lo cannot overflow; hi saturates.
+	lo, hi := ms-tc.TimestampBeforeMaxMs, int64(math.MaxInt64)
+	if tc.TimestampAfterMaxMs <= math.MaxInt64-ms {
+		hi = ms + tc.TimestampAfterMaxMs
+	}
+	var err error
+	batch.EachTimestamp(h, recs, func(ts int64, delta int32) bool {
+		if ts != -1 && (ts < lo || ts > hi) {
+			err = fmt.Errorf("%w: timestamp %d of the message at offset delta %d is out of range: it should be within [%d, %d]", kerr.InvalidTimestamp, ts, delta, lo, hi)
+			return false
+		}
+		return true
+	})
+	return err
 }

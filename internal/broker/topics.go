@@ -53,7 +53,7 @@ func (b *Broker) newTopic(name string, partitions int32, replication int16, conf
 	if replication != -1 && replication != 1 {
 		return meta.Topic{}, fmt.Errorf("%w: replication factor %d is larger than the 1 available broker", kerr.InvalidReplicationFactor, replication)
 	}
-	if _, err := config.Apply(b.cfg.DefaultTopic, configs); err != nil {
+	if _, err := config.Apply(b.defaults, configs); err != nil {
 		return meta.Topic{}, fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
 	}
 	if _, ok := b.catalog.Get(name); ok {

@@ -265,3 +265,21 @@ func IsSet(fs *FlagSet, name string) bool {
 // Help returns the error that asks for usage to be printed on stdout with
 // exit status 0 (-h, --help, help).
 func Help(usage string) error { return &HelpRequest{Usage: usage} }
+
+// StringList is a repeatable string flag (`--delete k --delete k2`).
+type StringList []string
+
+func (l *StringList) String() string {
+	if l == nil {
+		return ""
+	}
+	return strings.Join(*l, ",")
+}
+
+func (l *StringList) Set(s string) error {
+	if s == "" {
+		return fmt.Errorf("empty value")
+	}
+	*l = append(*l, s)
+	return nil
+}
