@@ -37,6 +37,7 @@ func commands() []command {
 		{"producers", "describe idempotent/transactional producer state per partition", runProducers},
 		{"txn", "list, describe or abort transactions", runTxn},
 		{"user", "set, list or delete SCRAM credentials in a data directory", runUser},
+		{"acl", "create, list or delete ACLs (Kafka's kafka-acls vocabulary)", runACL},
 		{"outbox", "show a transactional outbox's status, list, retry or drop its dead rows", runOutbox},
 		{"verify", "check delivery semantics under faults (loss, duplicates, aborted reads)", runVerify},
 		{"version", "print the build version", runVersion},

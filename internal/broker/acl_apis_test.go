@@ -63,7 +63,9 @@ func TestACLAPIs(t *testing.T) {
 		}
 		return n
 	}
-	all := func() *kadm.ACLBuilder { return kadm.NewACLs().Allow().AllowHosts().Deny().DenyHosts().Operations(kadm.OpAny) }
+	all := func() *kadm.ACLBuilder {
+		return kadm.NewACLs().Allow().AllowHosts().Deny().DenyHosts().Operations(kadm.OpAny)
+	}
 	for _, c := range []struct {
 		name string
 		b    *kadm.ACLBuilder

@@ -21,10 +21,18 @@ import (
 // Version notes: PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2
 // (KIP-588). v3 is flexible. v4 (KIP-890) only signals that the client
 // understands TRANSACTION_ABORTABLE.
-func (b *Broker) handleAddOffsetsToTxn(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+//
+// Authorization (with an authorizer): WRITE on the transactional ID
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then READ on the group
+// (GROUP_AUTHORIZATION_FAILED).
+func (b *Broker) handleAddOffsetsToTxn(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.AddOffsetsToTxnRequest)
 	return func() (kmsg.Response, error) {
 		resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+		if code := b.txnGroupAuthorized(info, r.TransactionalID, r.Group); code != 0 {
+			resp.ErrorCode = code
+			return resp, nil
+		}
 		err := b.txn.AddOffsets(ctx, r.TransactionalID, txn.ProducerIDEpoch{ProducerID: r.ProducerID, Epoch: r.ProducerEpoch}, r.Group)
 		resp.ErrorCode = txnCode(err, r.Version, 2)
 		return resp, nil

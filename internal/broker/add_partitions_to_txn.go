@@ -22,14 +22,25 @@ import (
 // Ongoing transaction, else TRANSACTION_ABORTABLE); the top-level ErrorCode
 // is 0.
 //
+// Authorization (with an authorizer; KafkaApis.handleAddPartitionsToTxnRequest):
+// v0-v3 need WRITE on the transactional ID (else every partition is
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and WRITE on each topic (else its
+// partitions are TOPIC_AUTHORIZATION_FAILED, the others
+// OPERATION_NOT_ATTEMPTED, and nothing is added); v4+ is broker-to-broker
+// and needs CLUSTER_ACTION on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
+//
 // Version notes: PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2
 // (KIP-588). v3 is flexible.
-func (b *Broker) handleAddPartitionsToTxn(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+func (b *Broker) handleAddPartitionsToTxn(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.AddPartitionsToTxnRequest)
 	return func() (kmsg.Response, error) {
 		resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 		if r.Version < 4 {
-			resp.Topics = b.addPartitionsV3(ctx, r)
+			resp.Topics = b.addPartitionsV3(ctx, info, r)
+			return resp, nil
+		}
+		if !b.authorizedCluster(info, kmsg.ACLOperationClusterAction) {
+			resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 			return resp, nil
 		}
 		for _, t := range r.Transactions {
@@ -39,11 +50,16 @@ func (b *Broker) handleAddPartitionsToTxn(ctx context.Context, _ wire.RequestInf
 	}
 }
 
-func (b *Broker) addPartitionsV3(ctx context.Context, r *kmsg.AddPartitionsToTxnRequest) []kmsg.AddPartitionsToTxnResponseTopic {
+func (b *Broker) addPartitionsV3(ctx context.Context, info wire.RequestInfo, r *kmsg.AddPartitionsToTxnRequest) []kmsg.AddPartitionsToTxnResponseTopic {
 	var tps []txn.TopicPartition
 	for _, t := range r.Topics {
 		for _, p := range t.Partitions {
 			tps = append(tps, txn.TopicPartition{Topic: t.Topic, Partition: p})
+		}
+	}
+	if b.authz != nil {
+		if out, refused := b.addPartitionsRefused(info, r); refused {
+			return out
 		}
 	}
 	unknown, anyUnknown := b.unknownPartitions(tps)
@@ -114,6 +130,44 @@ func (b *Broker) addPartitionsV4(ctx context.Context, version int16, t kmsg.AddP
 		out.Topics = append(out.Topics, st)
 	}
 	return out
+}
+
+// addPartitionsRefused answers a v0-v3 request the principal may not make
+// whole: every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED without WRITE
+// on the transactional ID; else, if some topic lacks WRITE, its partitions
+// TOPIC_AUTHORIZATION_FAILED and the rest OPERATION_NOT_ATTEMPTED. refused
+// is false when everything is allowed.
+func (b *Broker) addPartitionsRefused(info wire.RequestInfo, r *kmsg.AddPartitionsToTxnRequest) (out []kmsg.AddPartitionsToTxnResponseTopic, refused bool) {
+	txnOK := b.authorized(info, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, r.TransactionalID)
+	topicOK := map[string]bool{}
+	for _, t := range r.Topics {
+		if _, seen := topicOK[t.Topic]; !seen {
+			topicOK[t.Topic] = txnOK && b.authorized(info, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic, t.Topic)
+			refused = refused || !topicOK[t.Topic]
+		}
+	}
+	refused = refused || !txnOK
+	if !refused {
+		return nil, false
+	}
+	for _, t := range r.Topics {
+		rt := kmsg.NewAddPartitionsToTxnResponseTopic()
+		rt.Topic = t.Topic
+		code := kerr.OperationNotAttempted.Code
+		switch {
+		case !txnOK:
+			code = kerr.TransactionalIDAuthorizationFailed.Code
+		case !topicOK[t.Topic]:
+			code = kerr.TopicAuthorizationFailed.Code
+		}
+		for _, p := range t.Partitions {
+			rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		out = append(out, rt)
+	}
+	return out, true
 }
 
 // unknownPartitions reports which of tps do not exist here.

@@ -14,12 +14,20 @@ import (
 // configs (Kafka's non-incremental semantics), validated first
 // (INVALID_CONFIG); ValidateOnly checks without applying. Broker resources
 // are read-only here (INVALID_REQUEST).
-func (b *Broker) handleAlterConfigs(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+//
+// Authorization (with an authorizer): ALTER_CONFIGS on the resource, with
+// DescribeConfigs' codes (configAuthorized).
+func (b *Broker) handleAlterConfigs(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.AlterConfigsRequest)
 	resp := r.ResponseKind().(*kmsg.AlterConfigsResponse)
 	for _, rr := range r.Resources {
 		sr := kmsg.NewAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		if code := b.configAuthorized(info, kmsg.ACLOperationAlterConfigs, rr.ResourceType, rr.ResourceName); code != 0 {
+			sr.ErrorCode = code
+			resp.Resources = append(resp.Resources, sr)
+			continue
+		}
 		kv := map[string]string{}
 		for _, c := range rr.Configs {
 			if c.Value != nil {

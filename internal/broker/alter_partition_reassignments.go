@@ -22,9 +22,16 @@ import (
 // INVALID_REPLICA_ASSIGNMENT, and cancelling (null replicas) is
 // NO_REASSIGNMENT_IN_PROGRESS. Unknown partitions are
 // UNKNOWN_TOPIC_OR_PARTITION.
-func (b *Broker) handleAlterPartitionAssignments(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+//
+// Authorization (with an authorizer): ALTER on the cluster, else
+// CLUSTER_AUTHORIZATION_FAILED.
+func (b *Broker) handleAlterPartitionAssignments(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.AlterPartitionAssignmentsRequest)
 	resp := r.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
+	if !b.authorizedCluster(info, kmsg.ACLOperationAlter) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return now(resp)
+	}
 	resp.AllowReplicationFactorChange = r.AllowReplicationFactorChange
 	for _, rt := range r.Topics {
 		st := kmsg.NewAlterPartitionAssignmentsResponseTopic()

@@ -17,12 +17,17 @@ import (
 // SetStartOffset), creating the share group if needed. Errors:
 // INVALID_REQUEST (no group ID) for the whole request; per partition
 // UNKNOWN_TOPIC_OR_PARTITION, NON_EMPTY_GROUP (the group has members),
-// INVALID_REQUEST (negative offset).
-func (b *Broker) handleAlterShareGroupOffsets(_ context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+// INVALID_REQUEST (negative offset). With an authorizer, READ on the group
+// is needed, else GROUP_AUTHORIZATION_FAILED (topic-level checks: not yet).
+func (b *Broker) handleAlterShareGroupOffsets(_ context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.AlterShareGroupOffsetsRequest)
 	resp := r.ResponseKind().(*kmsg.AlterShareGroupOffsetsResponse)
 	if r.GroupID == "" {
 		resp.ErrorCode = kerr.InvalidRequest.Code
+		return now(resp)
+	}
+	if !b.groupRead(info, r.GroupID) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return now(resp)
 	}
 	for _, rt := range r.Topics {

@@ -20,10 +20,23 @@ import (
 // UNSUPPORTED_SASL_MECHANISM, the same user and mechanism twice in the
 // request DUPLICATE_RESOURCE, deleting a missing credential
 // RESOURCE_NOT_FOUND. A user with any error has none of its alterations
-// applied; the other users' are.
-func (b *Broker) handleAlterUserScramCredentials(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+// applied; the other users' are. With an authorizer, ALTER on the cluster is
+// needed, else every user's result is CLUSTER_AUTHORIZATION_FAILED.
+func (b *Broker) handleAlterUserScramCredentials(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.AlterUserSCRAMCredentialsRequest)
 	resp := r.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+	if !b.authorizedCluster(info, kmsg.ACLOperationAlter) {
+		seen := map[string]bool{}
+		for _, name := range append(scramDeletionNames(r), scramUpsertionNames(r)...) {
+			if !seen[name] {
+				seen[name] = true
+				res := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+				res.User, res.ErrorCode = name, kerr.ClusterAuthorizationFailed.Code
+				resp.Results = append(resp.Results, res)
+			}
+		}
+		return now(resp)
+	}
 	type userState struct {
 		code    int16
 		msg     string
@@ -111,4 +124,20 @@ func (b *Broker) handleAlterUserScramCredentials(ctx context.Context, _ wire.Req
 		resp.Results = append(resp.Results, res)
 	}
 	return now(resp)
+}
+
+func scramDeletionNames(r *kmsg.AlterUserSCRAMCredentialsRequest) []string {
+	out := make([]string, 0, len(r.Deletions))
+	for _, d := range r.Deletions {
+		out = append(out, d.Name)
+	}
+	return out
+}
+
+func scramUpsertionNames(r *kmsg.AlterUserSCRAMCredentialsRequest) []string {
+	out := make([]string, 0, len(r.Upsertions))
+	for _, u := range r.Upsertions {
+		out = append(out, u.Name)
+	}
+	return out
 }

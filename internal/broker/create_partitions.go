@@ -14,13 +14,19 @@ import (
 // Behaviour: raises a topic's partition count; a count not above the current
 // one is INVALID_PARTITIONS; a manual assignment must name only this node.
 // ValidateOnly checks without changing anything.
-func (b *Broker) handleCreatePartitions(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+//
+// Authorization (with an authorizer): ALTER on the topic, else
+// TOPIC_AUTHORIZATION_FAILED.
+func (b *Broker) handleCreatePartitions(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.CreatePartitionsRequest)
 	resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	for _, rt := range r.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic
-		err := b.createPartitions(rt, r.ValidateOnly)
+		err := error(kerr.TopicAuthorizationFailed)
+		if b.authorized(info, kmsg.ACLOperationAlter, kmsg.ACLResourceTypeTopic, rt.Topic) {
+			err = b.createPartitions(rt, r.ValidateOnly)
+		}
 		st.ErrorCode = errCode(err)
 		st.ErrorMessage = errMsg(err)
 		resp.Topics = append(resp.Topics, st)

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kawa-broker/kawa/internal/acl"
 	"github.com/kawa-broker/kawa/internal/config"
 	"github.com/kawa-broker/kawa/internal/wire"
 )
@@ -21,7 +22,9 @@ import (
 // cross-config rules; INVALID_CONFIG naming the config and the problem). ValidateOnly checks without creating. v5+ returns the
 // resulting configs, partition count and replication factor (KIP-525); v7+
 // the topic ID (KIP-516). Duplicate names in one request: INVALID_REQUEST.
-func (b *Broker) handleCreateTopics(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+// With an authorizer, CREATE on the cluster or on the topic is needed, else
+// TOPIC_AUTHORIZATION_FAILED.
+func (b *Broker) handleCreateTopics(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.CreateTopicsRequest)
 	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
 	seen := map[string]int{}
@@ -32,7 +35,13 @@ func (b *Broker) handleCreateTopics(ctx context.Context, _ wire.RequestInfo, req
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
 		st.NumPartitions, st.ReplicationFactor = -1, -1
-		err := b.createOne(rt, r.ValidateOnly, seen[rt.Topic] > 1, &st)
+		var err error
+		if b.authorizedQuiet(info, kmsg.ACLOperationCreate, kmsg.ACLResourceTypeCluster, acl.ClusterName) ||
+			b.authorized(info, kmsg.ACLOperationCreate, kmsg.ACLResourceTypeTopic, rt.Topic) {
+			err = b.createOne(rt, r.ValidateOnly, seen[rt.Topic] > 1, &st)
+		} else {
+			err = kerr.TopicAuthorizationFailed
+		}
 		st.ErrorCode = errCode(err)
 		if err != nil && r.Version >= 1 {
 			st.ErrorMessage = errMsg(err)

@@ -15,12 +15,18 @@ import (
 // forgotten (internal/share's DeleteTopicState), so consumption restarts
 // at share.auto.offset.reset. Errors for the whole request:
 // INVALID_REQUEST (no group ID), GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (the
-// group has members); per topic UNKNOWN_TOPIC_OR_PARTITION.
-func (b *Broker) handleDeleteShareGroupOffsets(_ context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+// group has members); per topic UNKNOWN_TOPIC_OR_PARTITION. With an
+// authorizer, DELETE on the group is needed, else GROUP_AUTHORIZATION_FAILED
+// (topic-level checks: not yet).
+func (b *Broker) handleDeleteShareGroupOffsets(_ context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.DeleteShareGroupOffsetsRequest)
 	resp := r.ResponseKind().(*kmsg.DeleteShareGroupOffsetsResponse)
 	if r.GroupID == "" {
 		resp.ErrorCode = kerr.InvalidRequest.Code
+		return now(resp)
+	}
+	if !b.authorized(info, kmsg.ACLOperationDelete, kmsg.ACLResourceTypeGroup, r.GroupID) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return now(resp)
 	}
 	if !b.shares.Has(r.GroupID) {

@@ -15,8 +15,9 @@ import (
 // topics cannot be deleted. Deletion removes the catalog entry durably, then
 // the partition directories, then every group's committed and staged offsets
 // of the topic (Kafka's onPartitionsDeleted), so a topic created again under
-// the name starts without committed offsets.
-func (b *Broker) handleDeleteTopics(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+// the name starts without committed offsets. With an authorizer, DELETE on
+// the topic is needed, else TOPIC_AUTHORIZATION_FAILED.
+func (b *Broker) handleDeleteTopics(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.DeleteTopicsRequest)
 	resp := r.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	names := r.TopicNames
@@ -45,14 +46,14 @@ func (b *Broker) handleDeleteTopics(ctx context.Context, _ wire.RequestInfo, req
 			} else {
 				name := t.Name
 				st.Topic = &name
-				err = b.deleteTopic(ctx, name)
+				err = b.deleteTopicAs(ctx, info, name)
 			}
 		} else {
 			st.Topic = tg.name
 			if t, ok := b.catalog.Get(*tg.name); ok {
 				st.TopicID = t.ID
 			}
-			err = b.deleteTopic(ctx, *tg.name)
+			err = b.deleteTopicAs(ctx, info, *tg.name)
 		}
 		st.ErrorCode = errCode(err)
 		if r.Version >= 5 && err != nil {
@@ -61,4 +62,12 @@ func (b *Broker) handleDeleteTopics(ctx context.Context, _ wire.RequestInfo, req
 		resp.Topics = append(resp.Topics, st)
 	}
 	return now(resp)
+}
+
+// deleteTopicAs deletes name if the request may (DELETE on the topic).
+func (b *Broker) deleteTopicAs(ctx context.Context, info wire.RequestInfo, name string) error {
+	if !b.authorized(info, kmsg.ACLOperationDelete, kmsg.ACLResourceTypeTopic, name) {
+		return kerr.TopicAuthorizationFailed
+	}
+	return b.deleteTopic(ctx, name)
 }

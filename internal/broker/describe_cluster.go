@@ -9,6 +9,9 @@ import (
 )
 
 // DescribeCluster (key 60), versions 0-1 (KIP-700).
+//
+// Authorization: none beyond authentication, as in Kafka (the
+// authorized-operations field, KIP-430, is left at "not requested").
 func (b *Broker) handleDescribeCluster(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.DescribeClusterRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeClusterResponse)

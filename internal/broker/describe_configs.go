@@ -24,13 +24,46 @@ import (
 // Broker resources list the broker-level settings Kawa has, the topic
 // defaults (log.retention.ms, compression.type, ...) among them, read-only.
 // GROUP resources list the share-group configs (KIP-932) of internal/share.
-func (b *Broker) handleDescribeConfigs(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+//
+// Authorization (with an authorizer): DESCRIBE_CONFIGS on the topic
+// (TOPIC_AUTHORIZATION_FAILED), on the cluster for broker resources
+// (CLUSTER_AUTHORIZATION_FAILED) or on the group (GROUP_AUTHORIZATION_FAILED).
+func (b *Broker) handleDescribeConfigs(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.DescribeConfigsRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	for _, rr := range r.Resources {
+		if code := b.configAuthorized(info, kmsg.ACLOperationDescribeConfigs, rr.ResourceType, rr.ResourceName); code != 0 {
+			sr := kmsg.NewDescribeConfigsResponseResource()
+			sr.ResourceType, sr.ResourceName, sr.ErrorCode = rr.ResourceType, rr.ResourceName, code
+			resp.Resources = append(resp.Resources, sr)
+			continue
+		}
 		resp.Resources = append(resp.Resources, b.describeConfigs(r, rr))
 	}
 	return now(resp)
+}
+
+// configAuthorized checks op (DESCRIBE_CONFIGS or ALTER_CONFIGS) on a config
+// resource and returns Kafka's refusal code, 0 when allowed: a topic's
+// TOPIC_AUTHORIZATION_FAILED, a group's GROUP_AUTHORIZATION_FAILED, and for
+// broker, broker-logger and other resources the cluster's
+// CLUSTER_AUTHORIZATION_FAILED.
+func (b *Broker) configAuthorized(info wire.RequestInfo, op kmsg.ACLOperation, rt kmsg.ConfigResourceType, name string) int16 {
+	switch rt {
+	case kmsg.ConfigResourceTypeTopic:
+		if !b.authorized(info, op, kmsg.ACLResourceTypeTopic, name) {
+			return kerr.TopicAuthorizationFailed.Code
+		}
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if !b.authorized(info, op, kmsg.ACLResourceTypeGroup, name) {
+			return kerr.GroupAuthorizationFailed.Code
+		}
+	default:
+		if !b.authorizedCluster(info, op) {
+			return kerr.ClusterAuthorizationFailed.Code
+		}
+	}
+	return 0
 }
 
 func (b *Broker) describeConfigs(r *kmsg.DescribeConfigsRequest, rr kmsg.DescribeConfigsRequestResource) kmsg.DescribeConfigsResponseResource {

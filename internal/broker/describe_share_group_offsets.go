@@ -18,12 +18,18 @@ import (
 // or empty. A partition not yet initialised answers start_offset -1.
 // leader_epoch is 0 (Kawa has one broker); lag (v1) is -1 (not computed).
 // Errors per group: GROUP_ID_NOT_FOUND; per partition
-// UNKNOWN_TOPIC_OR_PARTITION.
-func (b *Broker) handleDescribeShareGroupOffsets(_ context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+// UNKNOWN_TOPIC_OR_PARTITION. With an authorizer a group without DESCRIBE
+// is GROUP_AUTHORIZATION_FAILED (topic-level checks: not yet).
+func (b *Broker) handleDescribeShareGroupOffsets(_ context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.DescribeShareGroupOffsetsRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeShareGroupOffsetsResponse)
 	for _, rg := range r.Groups {
 		sg := kmsg.DescribeShareGroupOffsetsResponseGroup{GroupID: rg.GroupID}
+		if !b.authorized(info, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, rg.GroupID) {
+			sg.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, sg)
+			continue
+		}
 		all, ok := b.shares.StartOffsets(rg.GroupID)
 		if !ok {
 			sg.ErrorCode = kerr.GroupIDNotFound.Code

@@ -17,12 +17,30 @@ import (
 // the start time of the open transaction (-1 if none) and its partitions;
 // a transaction that added a group lists __consumer_offsets partition 0, as
 // Kafka lists the group's offsets partition. Unknown ids get
-// TRANSACTIONAL_ID_NOT_FOUND, an empty id INVALID_REQUEST.
-func (b *Broker) handleDescribeTransactions(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+// TRANSACTIONAL_ID_NOT_FOUND, an empty id INVALID_REQUEST. With an
+// authorizer an id without DESCRIBE is TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+// and the partitions listed are those of topics the principal may DESCRIBE
+// (KafkaApis.handleDescribeTransactionsRequest).
+func (b *Broker) handleDescribeTransactions(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.DescribeTransactionsRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeTransactionsResponse)
 	for _, id := range r.TransactionalIDs {
-		resp.TransactionStates = append(resp.TransactionStates, b.describeTxn(id))
+		if !b.authorized(info, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTransactionalId, id) {
+			st := kmsg.NewDescribeTransactionsResponseTransactionState()
+			st.TransactionalID, st.ErrorCode = id, kerr.TransactionalIDAuthorizationFailed.Code
+			st.ProducerID, st.ProducerEpoch, st.StartTimestamp = -1, -1, -1
+			resp.TransactionStates = append(resp.TransactionStates, st)
+			continue
+		}
+		st := b.describeTxn(id)
+		kept := st.Topics[:0]
+		for _, t := range st.Topics {
+			if b.authorizedQuiet(info, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, t.Topic) {
+				kept = append(kept, t)
+			}
+		}
+		st.Topics = kept
+		resp.TransactionStates = append(resp.TransactionStates, st)
 	}
 	return now(resp)
 }

@@ -15,10 +15,17 @@ import (
 // Behaviour: for each user asked for (a null list means every user with a
 // credential), the mechanisms and iteration counts of its credentials, never
 // salts or keys. A user asked for twice is DUPLICATE_RESOURCE, one without a
-// credential RESOURCE_NOT_FOUND, each with Kafka's message.
-func (b *Broker) handleDescribeUserScramCredentials(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+// credential RESOURCE_NOT_FOUND, each with Kafka's message. With an
+// authorizer, DESCRIBE on the cluster is needed, else
+// CLUSTER_AUTHORIZATION_FAILED for the whole request.
+func (b *Broker) handleDescribeUserScramCredentials(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+	if !b.authorizedCluster(info, kmsg.ACLOperationDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		resp.ErrorMessage = kmsg.StringPtr("Cluster authorization failed.")
+		return now(resp)
+	}
 	users := b.creds.Users()
 	result := func(name string) kmsg.DescribeUserSCRAMCredentialsResponseResult {
 		res := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()

@@ -18,9 +18,16 @@ import (
 // that need no election are then left out, so the answer is empty.
 // Preferred (0) and unclean (1) elections are answered alike; another
 // election type is INVALID_REQUEST (v1+ top-level error).
-func (b *Broker) handleElectLeaders(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+//
+// Authorization (with an authorizer): ALTER on the cluster, else
+// CLUSTER_AUTHORIZATION_FAILED.
+func (b *Broker) handleElectLeaders(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.ElectLeadersRequest)
 	resp := r.ResponseKind().(*kmsg.ElectLeadersResponse)
+	if !b.authorizedCluster(info, kmsg.ACLOperationAlter) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return now(resp)
+	}
 	if r.Version >= 1 && r.ElectionType != 0 && r.ElectionType != 1 {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return now(resp)

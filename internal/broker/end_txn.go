@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kawa-broker/kawa/internal/txn"
@@ -27,10 +28,17 @@ import (
 // ID and epoch to use next (a new producer ID with epoch 0 when the epoch is
 // exhausted); aborting with no transaction open is allowed. Older versions
 // keep the epoch and answer ID and epoch -1.
-func (b *Broker) handleEndTxn(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+//
+// Authorization (with an authorizer): WRITE on the transactional ID, else
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+func (b *Broker) handleEndTxn(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.EndTxnRequest)
 	return func() (kmsg.Response, error) {
 		resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+		if !b.authorized(info, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, r.TransactionalID) {
+			resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = kerr.TransactionalIDAuthorizationFailed.Code, -1, -1
+			return resp, nil
+		}
 		pe, err := b.txn.EndTxn(ctx, r.TransactionalID, txn.ProducerIDEpoch{ProducerID: r.ProducerID, Epoch: r.ProducerEpoch}, r.Commit, r.Version >= 5)
 		resp.ErrorCode = txnCode(err, r.Version, 2)
 		resp.ProducerID, resp.ProducerEpoch = pe.ProducerID, pe.Epoch

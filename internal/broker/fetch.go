@@ -29,21 +29,38 @@ import (
 // fetch below v10 whose answer would hold a zstd batch gets
 // UNSUPPORTED_COMPRESSION_TYPE for that partition (KIP-110).
 //
+// Authorization (with an authorizer): READ on each topic, else its
+// partitions are TOPIC_AUTHORIZATION_FAILED (answered with the others,
+// without ending their long poll); a follower fetch (replica ID >= 0) needs
+// CLUSTER_ACTION on the cluster, else every topic is refused.
+//
 // Version notes: v13+ (topic IDs in Fetch) not advertised yet.
 func (b *Broker) handleFetch(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.FetchRequest)
-	return func() (kmsg.Response, error) { return b.fetch(ctx, info.PollDone, r), nil }
+	var denied map[string]bool
+	if b.authz != nil {
+		follower := r.ReplicaID >= 0 && !b.authorizedCluster(info, kmsg.ACLOperationClusterAction)
+		for _, rt := range r.Topics {
+			if follower || !b.authorized(info, kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, rt.Topic) {
+				if denied == nil {
+					denied = map[string]bool{}
+				}
+				denied[rt.Topic] = true
+			}
+		}
+	}
+	return func() (kmsg.Response, error) { return b.fetch(ctx, info.PollDone, r, denied), nil }
 }
 
 // fetch answers r, long-polling until min_bytes, max_wait_ms, ctx's end or
-// pollDone's close.
-func (b *Broker) fetch(ctx context.Context, pollDone <-chan struct{}, r *kmsg.FetchRequest) kmsg.Response {
+// pollDone's close. Topics in denied are answered TOPIC_AUTHORIZATION_FAILED.
+func (b *Broker) fetch(ctx context.Context, pollDone <-chan struct{}, r *kmsg.FetchRequest, denied map[string]bool) kmsg.Response {
 	deadline := time.Now().Add(time.Duration(r.MaxWaitMillis) * time.Millisecond)
 	for {
 		// Take the wake channels before reading, so an append between the
 		// read and the wait is not missed.
 		wakes := b.fetchWakes(r)
-		resp, n, stop := b.fetchOnce(r)
+		resp, n, stop := b.fetchOnce(r, denied)
 		if stop || n >= int(r.MinBytes) || !time.Now().Before(deadline) || ctx.Err() != nil {
 			return resp
 		}
@@ -52,7 +69,7 @@ func (b *Broker) fetch(ctx context.Context, pollDone <-chan struct{}, r *kmsg.Fe
 		woken := waitAny(ctx, pollDone, wakes, time.Until(deadline))
 		b.parked.Add(-1)
 		if !woken {
-			resp, _, _ := b.fetchOnce(r)
+			resp, _, _ := b.fetchOnce(r, denied)
 			return resp
 		}
 	}
@@ -152,7 +169,7 @@ func waitAny(ctx context.Context, pollDone <-chan struct{}, wakes []<-chan struc
 
 // fetchOnce reads every requested partition once. stop reports a partition
 // error, which ends long-polling (Kafka answers errors at once).
-func (b *Broker) fetchOnce(r *kmsg.FetchRequest) (resp *fetchResponse, total int, stop bool) {
+func (b *Broker) fetchOnce(r *kmsg.FetchRequest, denied map[string]bool) (resp *fetchResponse, total int, stop bool) {
 	resp = &fetchResponse{FetchResponse: r.ResponseKind().(*kmsg.FetchResponse)}
 	maxBytes := int(r.MaxBytes)
 	if r.Version < 3 || maxBytes <= 0 {
@@ -168,6 +185,11 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest) (resp *fetchResponse, total int
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
 			sp.PreferredReadReplica = -1
 			sp.RecordBatches = []byte{} // never null: librdkafka rejects a -1 MessageSetSize
+			if denied[rt.Topic] {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			limit := int(rp.PartitionMaxBytes)
 			if rem := maxBytes - total; rem < limit {
 				limit = rem

@@ -21,14 +21,19 @@ import (
 // a resource apply together or not at all. GROUP
 // resources (type 32) set share-group configs (KIP-932, internal/share's
 // ConfigDefs) with SET and DELETE.
-func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+//
+// Authorization (with an authorizer): ALTER_CONFIGS on the resource, with
+// DescribeConfigs' codes (configAuthorized).
+func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := r.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	for _, rr := range r.Resources {
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
 		var err error
-		if rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig {
+		if code := b.configAuthorized(info, kmsg.ACLOperationAlterConfigs, rr.ResourceType, rr.ResourceName); code != 0 {
+			err = kerr.ErrorForCode(code)
+		} else if rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig {
 			err = b.setShareGroupConfigs(rr, r.ValidateOnly)
 		} else {
 			err = b.setTopicConfigs(rr.ResourceType, rr.ResourceName, func(cur map[string]string, eff config.Topic) (map[string]string, error) {

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 
+	"github.com/kawa-broker/kawa/internal/acl"
 	"github.com/kawa-broker/kawa/internal/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -20,10 +21,31 @@ import (
 // INVALID_PRODUCER_ID_MAPPING.
 //
 // With a transactional.id the transaction coordinator answers (txn.go).
-func (b *Broker) handleInitProducerID(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+//
+// Authorization (with an authorizer; KafkaApis.handleInitProducerIdRequest):
+// a transactional producer needs WRITE on its transactional ID, else
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED; an idempotent one IDEMPOTENT_WRITE
+// on the cluster or WRITE on at least one topic (authorizeByResourceType,
+// where a matching DENY dominates an ALLOW), else
+// CLUSTER_AUTHORIZATION_FAILED.
+func (b *Broker) handleInitProducerID(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.InitProducerIDRequest)
 	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if b.authz != nil {
+		switch {
+		case r.TransactionalID != nil:
+			if !b.authorized(info, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, *r.TransactionalID) {
+				resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+				return now(resp)
+			}
+		case !b.authorizedQuiet(info, kmsg.ACLOperationIdempotentWrite, kmsg.ACLResourceTypeCluster, acl.ClusterName) &&
+			!b.authorizedAnyOf(info, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic):
+			b.denied(info, kmsg.ACLOperationIdempotentWrite, kmsg.ACLResourceTypeCluster, acl.ClusterName)
+			resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+			return now(resp)
+		}
+	}
 	if r.TransactionalID != nil {
 		return b.initTransactional(ctx, r, resp)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/kawa-broker/kawa/internal/wire"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -12,7 +13,14 @@ import (
 // Behaviour: no reassignment is ever in progress, so the answer lists no
 // topics, for named partitions and for all (null topics) alike, as Kafka
 // does for partitions that are not being reassigned.
-func (b *Broker) handleListPartitionReassignments(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+//
+// Authorization (with an authorizer): DESCRIBE on the cluster, else
+// CLUSTER_AUTHORIZATION_FAILED.
+func (b *Broker) handleListPartitionReassignments(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.ListPartitionReassignmentsRequest)
-	return now(r.ResponseKind())
+	resp := r.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+	if !b.authorizedCluster(info, kmsg.ACLOperationDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+	}
+	return now(resp)
 }

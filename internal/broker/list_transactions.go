@@ -17,8 +17,9 @@ import (
 // UnknownStateFilters and match nothing), producer IDs, v1+ a minimum
 // duration of the open transaction (KIP-994) and v2+ a transactional.id
 // regular expression (KIP-1152, RE2 syntax; an invalid one is
-// INVALID_REGULAR_EXPRESSION).
-func (b *Broker) handleListTransactions(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+// INVALID_REGULAR_EXPRESSION). With an authorizer only the transactional
+// IDs the principal may DESCRIBE are listed.
+func (b *Broker) handleListTransactions(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.ListTransactionsRequest)
 	resp := r.ResponseKind().(*kmsg.ListTransactionsResponse)
 	f := txn.Filter{ProducerIDs: r.ProducerIDFilters}
@@ -41,6 +42,9 @@ func (b *Broker) handleListTransactions(ctx context.Context, _ wire.RequestInfo,
 	ds, err := b.txn.List(f)
 	resp.ErrorCode = errCode(err)
 	for _, d := range ds {
+		if !b.authorizedQuiet(info, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTransactionalId, d.TransactionalID) {
+			continue
+		}
 		st := kmsg.NewListTransactionsResponseTransactionState()
 		st.TransactionalID, st.ProducerID, st.TransactionState = d.TransactionalID, d.ProducerID, d.State.String()
 		resp.TransactionStates = append(resp.TransactionStates, st)

@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kawa-broker/kawa/internal/acl"
 	"github.com/kawa-broker/kawa/internal/meta"
 	"github.com/kawa-broker/kawa/internal/wire"
 )
@@ -19,6 +20,12 @@ import (
 // (AllowAutoTopicCreation, v4+; always at v0-v3); otherwise they get
 // UNKNOWN_TOPIC_OR_PARTITION. Topics may be named by topic ID (v10+, KIP-516).
 // Authorized-operations fields (KIP-430) are left at "not requested".
+//
+// Authorization (with an authorizer; KafkaApis.handleTopicMetadataRequest):
+// a request for all topics lists only those the principal may DESCRIBE; a
+// named topic (or topic ID) without DESCRIBE is TOPIC_AUTHORIZATION_FAILED
+// whether it exists or not, so names do not leak; auto-creating needs
+// CREATE on the cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED.
 func (b *Broker) handleMetadata(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.MetadataRequest)
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
@@ -29,20 +36,31 @@ func (b *Broker) handleMetadata(ctx context.Context, info wire.RequestInfo, req 
 	all := r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0)
 	if all {
 		for _, t := range b.catalog.List() {
-			resp.Topics = append(resp.Topics, b.topicMetadata(t))
+			if b.authorizedQuiet(info, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, t.Name) {
+				resp.Topics = append(resp.Topics, b.topicMetadata(t))
+			}
 		}
 		return now(resp)
 	}
 	autoCreate := b.cfg.AutoCreateTopics && (r.Version < 4 || r.AllowAutoTopicCreation)
 	for _, rt := range r.Topics {
-		resp.Topics = append(resp.Topics, b.lookupTopicMetadata(rt, autoCreate))
+		resp.Topics = append(resp.Topics, b.lookupTopicMetadata(info, rt, autoCreate))
 	}
 	return now(resp)
 }
 
-func (b *Broker) lookupTopicMetadata(rt kmsg.MetadataRequestTopic, autoCreate bool) kmsg.MetadataResponseTopic {
+func (b *Broker) lookupTopicMetadata(info wire.RequestInfo, rt kmsg.MetadataRequestTopic, autoCreate bool) kmsg.MetadataResponseTopic {
+	refused := func() kmsg.MetadataResponseTopic {
+		mt := kmsg.NewMetadataResponseTopic()
+		mt.Topic, mt.TopicID = rt.Topic, rt.TopicID
+		mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		return mt
+	}
 	if rt.Topic == nil {
 		t, ok := b.catalog.ByID(rt.TopicID)
+		if ok && !b.authorized(info, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, t.Name) {
+			return refused()
+		}
 		if !ok {
 			mt := kmsg.NewMetadataResponseTopic()
 			mt.TopicID = rt.TopicID
@@ -52,6 +70,9 @@ func (b *Broker) lookupTopicMetadata(rt kmsg.MetadataRequestTopic, autoCreate bo
 		return b.topicMetadata(t)
 	}
 	name := *rt.Topic
+	if !b.authorized(info, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, name) {
+		return refused()
+	}
 	t, ok := b.catalog.Get(name)
 	if !ok {
 		mt := kmsg.NewMetadataResponseTopic()
@@ -63,6 +84,10 @@ func (b *Broker) lookupTopicMetadata(rt kmsg.MetadataRequestTopic, autoCreate bo
 		if !autoCreate {
 			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			return mt
+		}
+		if !b.authorizedQuiet(info, kmsg.ACLOperationCreate, kmsg.ACLResourceTypeCluster, acl.ClusterName) &&
+			!b.authorized(info, kmsg.ACLOperationCreate, kmsg.ACLResourceTypeTopic, name) {
+			return refused()
 		}
 		var err error
 		if t, err = b.ensureTopic(name, -1); err != nil {

@@ -38,9 +38,58 @@ import (
 // get the append time written into the batch and returned (v2+). Control
 // batches from clients are INVALID_RECORD. v8+ carries ErrorMessage.
 //
+// Authorization (with an authorizer): WRITE on each topic, else
+// TOPIC_AUTHORIZATION_FAILED for its partitions; a transactional produce
+// also needs WRITE on its transactional ID, else every partition is
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED (KafkaApis.handleProduceRequest).
+//
 // Version notes: v13 (topic IDs) is not advertised.
-func (b *Broker) handleProduce(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
-	return b.produce(ctx, req.(*kmsg.ProduceRequest))
+func (b *Broker) handleProduce(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
+	r := req.(*kmsg.ProduceRequest)
+	if b.authz == nil {
+		return b.produce(ctx, r)
+	}
+	txnDenied := r.TransactionID != nil && !b.authorized(info, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, *r.TransactionID)
+	var denied []kmsg.ProduceResponseTopic
+	allowed := r.Topics[:0:0]
+	for _, rt := range r.Topics {
+		code := int16(0)
+		switch {
+		case txnDenied:
+			code = kerr.TransactionalIDAuthorizationFailed.Code
+		case !b.authorized(info, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic, rt.Topic):
+			code = kerr.TopicAuthorizationFailed.Code
+		default:
+			allowed = append(allowed, rt)
+			continue
+		}
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = rp.Partition, code
+			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
+			st.Partitions = append(st.Partitions, sp)
+		}
+		denied = append(denied, st)
+	}
+	if len(denied) == 0 {
+		return b.produce(ctx, r)
+	}
+	r.Topics = allowed
+	next := b.produce(ctx, r)
+	return func() (kmsg.Response, error) {
+		resp, err := next()
+		if err != nil {
+			return nil, err
+		}
+		if resp == nil { // acks=0: a refused partition is reported by closing the connection, as other errors are
+			return nil, fmt.Errorf("acks=0 produce to %s refused: %w", denied[0].Topic, kerr.ErrorForCode(denied[0].Partitions[0].ErrorCode))
+		}
+		pr := resp.(*kmsg.ProduceResponse)
+		pr.Topics = append(pr.Topics, denied...)
+		return pr, nil
+	}
 }
 
 // produced is one partition's outcome awaiting durability.

@@ -30,7 +30,11 @@ import (
 // or never delivered), INVALID_REQUEST (a batch with Last < First,
 // a type count that fits neither 1 nor the range, or a type other than 0-4;
 // such a batch changes nothing), UNKNOWN_TOPIC_ID.
-func (b *Broker) handleShareAcknowledge(_ context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+//
+// Authorization (with an authorizer): READ on the group (else
+// GROUP_AUTHORIZATION_FAILED) and READ on each topic (else its partitions
+// are TOPIC_AUTHORIZATION_FAILED and not acknowledged).
+func (b *Broker) handleShareAcknowledge(_ context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.ShareAcknowledgeRequest)
 	resp := r.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
 	done := func() (kmsg.Response, error) { return resp, nil }
@@ -39,6 +43,10 @@ func (b *Broker) handleShareAcknowledge(_ context.Context, _ wire.RequestInfo, r
 		return done
 	}
 	groupID, memberID := *r.GroupID, *r.MemberID
+	if !b.groupRead(info, groupID) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return done
+	}
 	resp.AcquisitionLockTimeoutMillis = int32(b.shares.LockDuration(groupID).Milliseconds())
 	if err := b.shares.AckSession(groupID, memberID, r.ShareSessionEpoch); err != nil {
 		resp.ErrorCode, resp.ErrorMessage = errCode(err), errMsg(err)
@@ -53,6 +61,11 @@ func (b *Broker) handleShareAcknowledge(_ context.Context, _ wire.RequestInfo, r
 			sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = b.cfg.NodeID, 0
 			if !known {
 				sp.ErrorCode = kerr.UnknownTopicID.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			if !b.authorized(info, kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, t.Name) {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}

@@ -47,9 +47,22 @@ const defaultShareMaxRecords = 500
 // session for a non-zero epoch), INVALID_SHARE_SESSION_EPOCH (not the
 // session's epoch); per partition UNKNOWN_TOPIC_ID, KAFKA_STORAGE_ERROR
 // (the acquisition could not be persisted; nothing was acquired).
+//
+// Authorization (with an authorizer): READ on the group (else
+// GROUP_AUTHORIZATION_FAILED for the request) and READ on each topic (else
+// its partitions are TOPIC_AUTHORIZATION_FAILED, nothing is acquired or
+// acknowledged there).
 func (b *Broker) handleShareFetch(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.ShareFetchRequest)
-	return func() (kmsg.Response, error) { return b.shareFetch(ctx, info.PollDone, r), nil }
+	if r.GroupID != nil && !b.groupRead(info, *r.GroupID) {
+		resp := r.ResponseKind().(*kmsg.ShareFetchResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return now(resp)
+	}
+	readable := func(topic string) bool {
+		return b.authorized(info, kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, topic)
+	}
+	return func() (kmsg.Response, error) { return b.shareFetch(ctx, info.PollDone, r, readable), nil }
 }
 
 // shareAnswer is one partition of a ShareFetch answer being built.
@@ -59,7 +72,7 @@ type shareAnswer struct {
 	acked   bool // the request acknowledged records here: always answered
 }
 
-func (b *Broker) shareFetch(ctx context.Context, pollDone <-chan struct{}, r *kmsg.ShareFetchRequest) *kmsg.ShareFetchResponse {
+func (b *Broker) shareFetch(ctx context.Context, pollDone <-chan struct{}, r *kmsg.ShareFetchRequest, readable func(topic string) bool) *kmsg.ShareFetchResponse {
 	resp := r.ResponseKind().(*kmsg.ShareFetchResponse)
 	if r.GroupID == nil || *r.GroupID == "" || r.MemberID == nil || *r.MemberID == "" {
 		resp.ErrorCode = kerr.InvalidRequest.Code
@@ -96,6 +109,10 @@ func (b *Broker) shareFetch(ctx context.Context, pollDone <-chan struct{}, r *km
 				tp.Topic = "\x00unknown"
 				a := answer(rt.TopicID, tp)
 				a.sp.ErrorCode = kerr.UnknownTopicID.Code
+				continue
+			}
+			if !readable(t.Name) {
+				answer(rt.TopicID, tp).sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 				continue
 			}
 			add = append(add, tp)

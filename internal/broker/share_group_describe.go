@@ -19,12 +19,20 @@ import (
 // heartbeat.
 // Authorized operations are not computed (INT32_MIN). Errors per group:
 // GROUP_ID_NOT_FOUND for a group that is not a share group.
-func (b *Broker) handleShareGroupDescribe(_ context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+//
+// Authorization (with an authorizer): DESCRIBE on each group, else
+// GROUP_AUTHORIZATION_FAILED.
+func (b *Broker) handleShareGroupDescribe(_ context.Context, reqInfo wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.ShareGroupDescribeRequest)
 	resp := r.ResponseKind().(*kmsg.ShareGroupDescribeResponse)
 	for _, id := range r.GroupIDs {
 		sg := kmsg.NewShareGroupDescribeResponseGroup()
 		sg.GroupID = id
+		if !b.authorized(reqInfo, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, id) {
+			sg.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, sg)
+			continue
+		}
 		info, ok := b.shares.Describe(id, b.shareTopics())
 		if !ok {
 			sg.ErrorCode = kerr.GroupIDNotFound.Code

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kawa-broker/kawa/internal/share"
@@ -22,9 +23,23 @@ import (
 // member epoch below -1, a join without subscription), GROUP_ID_NOT_FOUND
 // (a leave or heartbeat naming no share group), UNKNOWN_MEMBER_ID (a
 // leave or heartbeat of a member not in the group), FENCED_MEMBER_EPOCH.
+//
+// Authorization (with an authorizer): READ on the group
+// (GROUP_AUTHORIZATION_FAILED) and DESCRIBE on every subscribed topic
+// (TOPIC_AUTHORIZATION_FAILED).
 func (b *Broker) handleShareGroupHeartbeat(_ context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.ShareGroupHeartbeatRequest)
 	resp := r.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
+	if !b.groupRead(info, r.GroupID) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return now(resp)
+	}
+	for _, t := range r.SubscribedTopicNames {
+		if !b.authorized(info, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, t) {
+			resp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			return now(resp)
+		}
+	}
 	a, err := b.shares.Heartbeat(r.GroupID, r.MemberID, r.MemberEpoch, r.SubscribedTopicNames, b.shareTopics())
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = errCode(err), errMsg(err)

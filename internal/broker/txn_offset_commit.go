@@ -27,22 +27,68 @@ import (
 // Version notes: v5 is transaction version 2 (KIP-890 part 2): the broker
 // first adds the group to the transaction itself (as AddOffsetsToTxn would),
 // so clients skip AddOffsetsToTxn; v0-v4 require it. v6 (topic IDs) is not advertised.
-func (b *Broker) handleTxnOffsetCommit(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+//
+// Authorization (with an authorizer; KafkaApis.handleTxnOffsetCommitRequest):
+// WRITE on the transactional ID (else every partition is
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group (else
+// GROUP_AUTHORIZATION_FAILED), READ on each topic (else its partitions are
+// TOPIC_AUTHORIZATION_FAILED and the others are staged).
+func (b *Broker) handleTxnOffsetCommit(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.TxnOffsetCommitRequest)
-	return later(func() kmsg.Response {
-		pe := txn.ProducerIDEpoch{ProducerID: r.ProducerID, Epoch: r.ProducerEpoch}
-		if r.Version >= 5 {
-			if err := b.txn.AddOffsets(ctx, r.TransactionalID, pe, r.Group); err != nil {
-				return txnOffsetCommitError(r, txnOffsetCommitCode(err, r.Version))
+	if code := b.txnGroupAuthorized(info, r.TransactionalID, r.Group); code != 0 {
+		return later(func() kmsg.Response { return txnOffsetCommitError(r, code) })
+	}
+	var refused *kmsg.TxnOffsetCommitResponse
+	if b.authz != nil {
+		denied := *r
+		denied.Topics = nil
+		allowed := r.Topics[:0:0]
+		for _, t := range r.Topics {
+			if b.authorized(info, kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, t.Topic) {
+				allowed = append(allowed, t)
+			} else {
+				denied.Topics = append(denied.Topics, t)
 			}
 		}
-		release, err := b.txn.PinGroup(r.TransactionalID, pe, r.Group)
-		if err != nil {
+		if len(denied.Topics) > 0 {
+			refused = txnOffsetCommitError(&denied, kerr.TopicAuthorizationFailed.Code)
+			r.Topics = allowed
+		}
+	}
+	return later(func() kmsg.Response {
+		resp := b.txnOffsetCommit(ctx, r)
+		if refused != nil {
+			resp.Topics = append(resp.Topics, refused.Topics...)
+		}
+		return resp
+	})
+}
+
+// txnGroupAuthorized checks WRITE on a transactional ID and READ on a group
+// and returns the code of the first refusal, 0 when both are allowed.
+func (b *Broker) txnGroupAuthorized(info wire.RequestInfo, txnID, group string) int16 {
+	switch {
+	case !b.authorized(info, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, txnID):
+		return kerr.TransactionalIDAuthorizationFailed.Code
+	case !b.authorized(info, kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, group):
+		return kerr.GroupAuthorizationFailed.Code
+	}
+	return 0
+}
+
+func (b *Broker) txnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCommitRequest) *kmsg.TxnOffsetCommitResponse {
+	pe := txn.ProducerIDEpoch{ProducerID: r.ProducerID, Epoch: r.ProducerEpoch}
+	if r.Version >= 5 {
+		if err := b.txn.AddOffsets(ctx, r.TransactionalID, pe, r.Group); err != nil {
 			return txnOffsetCommitError(r, txnOffsetCommitCode(err, r.Version))
 		}
-		defer release()
-		return b.groups.TxnOffsetCommit(ctx, r)
-	})
+	}
+	release, err := b.txn.PinGroup(r.TransactionalID, pe, r.Group)
+	if err != nil {
+		return txnOffsetCommitError(r, txnOffsetCommitCode(err, r.Version))
+	}
+	defer release()
+	return b.groups.TxnOffsetCommit(ctx, r)
 }
 
 func txnOffsetCommitCode(err error, version int16) int16 {

@@ -27,8 +27,31 @@ import (
 //
 // Version notes: v1 is flexible; v2 carries the transaction version (KIP-890
 // part 2), which decides how strictly the marker epoch is checked.
-func (b *Broker) handleWriteTxnMarkers(ctx context.Context, _ wire.RequestInfo, req kmsg.Request) reply {
+//
+// Authorization (with an authorizer): CLUSTER_ACTION on the cluster, else
+// every partition is CLUSTER_AUTHORIZATION_FAILED (`kawa txn abort` needs it
+// granted, or a super user).
+func (b *Broker) handleWriteTxnMarkers(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.WriteTxnMarkersRequest)
+	if !b.authorizedCluster(info, kmsg.ACLOperationClusterAction) {
+		resp := r.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+		for _, m := range r.Markers {
+			rm := kmsg.NewWriteTxnMarkersResponseMarker()
+			rm.ProducerID = m.ProducerID
+			for _, t := range m.Topics {
+				rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+					rp.Partition, rp.ErrorCode = p, kerr.ClusterAuthorizationFailed.Code
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				rm.Topics = append(rm.Topics, rt)
+			}
+			resp.Markers = append(resp.Markers, rm)
+		}
+		return now(resp)
+	}
 	return func() (kmsg.Response, error) {
 		resp := r.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
 		for _, m := range r.Markers {
