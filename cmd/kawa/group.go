@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"text/tabwriter"
 
@@ -65,8 +64,15 @@ func errNoGroup(name string) error {
 // groupDescribe prints the group's state and protocol, its members with
 // their assignments, and per partition the committed offset, end offset and
 // lag (kadm.Lag: Describe + OffsetFetch + ListOffsets).
+//
+// A KIP-848 consumer group (ConsumerGroupDescribe knows it) is shown with its group and assignment
+// epochs, assignor, each member's epoch with its current and target assignment, and the same
+// per-partition table.
 func groupDescribe(ctx context.Context, adm *kadm.Client, args []string, w io.Writer) error {
 	name := args[0]
+	if ds, err := adm.DescribeConsumerGroups(ctx, name); err == nil && ds[name].Err == nil {
+		return describeConsumerGroup(ctx, adm, ds[name], w)
+	} // else a classic group, an unknown one, or a broker without ConsumerGroupDescribe
 	lags, err := adm.Lag(ctx, name)
 	if err != nil {
 		return err
@@ -92,6 +98,82 @@ func groupDescribe(ctx context.Context, adm *kadm.Client, args []string, w io.Wr
 	return writeLag(w, l.Lag)
 }
 
+func describeConsumerGroup(ctx context.Context, adm *kadm.Client, d kadm.DescribedConsumerGroup, w io.Writer) error {
+	fmt.Fprintf(w, "group: %s\ntype: consumer\nstate: %s\ngroup-epoch: %d\nassignment-epoch: %d\nassignor: %s\nmembers: %d\n",
+		d.Group, d.State, d.Epoch, d.AssignmentEpoch, dash(d.AssignorName), len(d.Members))
+	owner := map[string]map[int32]string{}
+	if len(d.Members) > 0 {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "MEMBER-ID\tINSTANCE-ID\tCLIENT-ID\tHOST\tEPOCH\tASSIGNMENT\tTARGET")
+		for _, m := range d.Members {
+			inst := "-"
+			if m.InstanceID != nil {
+				inst = *m.InstanceID
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", m.MemberID, inst, dash(m.ClientID), dash(m.ClientHost),
+				m.MemberEpoch, topicsCell(m.Assignment.Sorted()), topicsCell(m.TargetAssignment.Sorted()))
+			m.Assignment.Each(func(t string, p int32) {
+				if owner[t] == nil {
+					owner[t] = map[int32]string{}
+				}
+				owner[t][p] = m.MemberID
+			})
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	commits, err := adm.FetchOffsets(ctx, d.Group)
+	if err != nil {
+		return err
+	}
+	parts := d.AssignedPartitions()
+	commits.Each(func(o kadm.OffsetResponse) { parts.Merge(kadm.TopicsSet{o.Topic: {o.Partition: {}}}) })
+	var ends kadm.ListedOffsets
+	if topics := parts.Topics(); len(topics) > 0 {
+		if ends, err = adm.ListEndOffsets(ctx, topics...); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCOMMITTED\tEND\tLAG\tMEMBER-ID")
+	for _, tp := range parts.Sorted() {
+		for _, p := range tp.Partitions {
+			committed, end, lag, member := "-", "-", "-", dash(owner[tp.Topic][p])
+			c, cok := commits.Lookup(tp.Topic, p)
+			e, eok := ends.Lookup(tp.Topic, p)
+			if cok && c.Err == nil && c.At >= 0 {
+				committed = fmt.Sprint(c.At)
+			}
+			if eok && e.Err == nil {
+				end = fmt.Sprint(e.Offset)
+				lag = fmt.Sprint(e.Offset) // nothing committed: all of it, as kadm.Lag counts
+				if committed != "-" {
+					lag = fmt.Sprint(max(e.Offset-c.At, 0))
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", tp.Topic, p, committed, end, lag, member)
+		}
+	}
+	return tw.Flush()
+}
+
+// topicsCell renders partitions as "t:0,1;u:2" (topics and partitions sorted), "-" for none.
+func topicsCell(l kadm.TopicsList) string {
+	parts := make([]string, 0, len(l))
+	for _, t := range l {
+		if len(t.Partitions) > 0 {
+			parts = append(parts, t.Topic+":"+joinInt32(t.Partitions))
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ";")
+}
+
 func writeMembers(w io.Writer, members []kadm.DescribedGroupMember) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER-ID\tINSTANCE-ID\tCLIENT-ID\tHOST\tASSIGNMENT")
@@ -109,17 +191,19 @@ func writeMembers(w io.Writer, members []kadm.DescribedGroupMember) error {
 // sorted; "-" when it has none or the group is not a consumer group.
 func assignment(m kadm.DescribedGroupMember) string {
 	c, ok := m.Assigned.AsConsumer()
-	if !ok || len(c.Topics) == 0 {
+	if !ok {
 		return "-"
 	}
-	parts := make([]string, 0, len(c.Topics))
+	s := kadm.TopicsSet{}
 	for _, t := range c.Topics {
-		ps := append([]int32(nil), t.Partitions...)
-		sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
-		parts = append(parts, t.Topic+":"+joinInt32(ps))
+		if s[t.Topic] == nil {
+			s[t.Topic] = map[int32]struct{}{}
+		}
+		for _, p := range t.Partitions {
+			s[t.Topic][p] = struct{}{}
+		}
 	}
-	sort.Strings(parts)
-	return strings.Join(parts, ";")
+	return topicsCell(s.Sorted())
 }
 
 // writeLag prints one row per partition the group is assigned or has

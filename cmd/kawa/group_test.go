@@ -13,6 +13,7 @@ import (
 
 	"github.com/kawa-broker/kawa/cmd/internal/cli"
 	"github.com/kawa-broker/kawa/internal/kawatest"
+	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 )
 
 // groupFixture is a Kawa broker holding topic "t" (3 partitions, 10 records
@@ -253,5 +254,53 @@ func TestGroupResetOffsetsUsage(t *testing.T) {
 	mustRun(t, runGroup, "", "reset-offsets", "fresh", "--topic", "t:1", "--to-offset", "4", "--execute", f.b)
 	if out := mustRun(t, runGroup, "", "list", f.b); !hasRow(out, "fresh", "Empty", "-") {
 		t.Errorf("list lacks the new simple group:\n%s", out)
+	}
+}
+
+// TestGroupDescribeConsumerProtocol: `kawa group describe` of a KIP-848 group shows the group and
+// assignment epochs, the assignor, each member's epoch with its current and target assignment,
+// and the lag rows with the owner; `kawa group list` shows it beside the classic view.
+func TestGroupDescribeConsumerProtocol(t *testing.T) {
+	t.Parallel()
+	f := newGroupFixture(t)
+	cons := f.k.Client(kgo.ConsumerGroup("g"), kgo.ConsumeTopics("t"), kgo.ClientID("cli-848"),
+		kgo.ServerSideBalancer(), kgo.Balancers(kgo.RangeBalancer()), kgo.DisableAutoCommit(), kgo.FetchMaxWait(100*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	go func() {
+		for ctx.Err() == nil {
+			cons.PollFetches(ctx)
+		}
+	}()
+	var out string
+	wait.Until(t, 20*time.Second, "the member to hold all three partitions", func() bool {
+		out = mustRun(t, runGroup, "", "describe", "g", f.b)
+		return strings.Contains(out, "state: Stable")
+	})
+	head := "group: g\ntype: consumer\nstate: Stable\ngroup-epoch: 1\nassignment-epoch: 1\nassignor: range\nmembers: 1\n\n"
+	if !strings.HasPrefix(out, head) {
+		t.Fatalf("describe header:\n%s\nwant prefix\n%s", out, head)
+	}
+	lines := strings.Split(strings.TrimPrefix(out, head), "\n")
+	if got := strings.Join(strings.Fields(lines[0]), " "); got != "MEMBER-ID INSTANCE-ID CLIENT-ID HOST EPOCH ASSIGNMENT TARGET" {
+		t.Fatalf("member header %q", got)
+	}
+	m := strings.Fields(lines[1])
+	if len(m) != 7 || m[1] != "-" || m[2] != "cli-848" || m[4] != "1" || m[5] != "t:0,1,2" || m[6] != "t:0,1,2" {
+		t.Fatalf("member row %q", lines[1])
+	}
+	rows := []string{
+		"TOPIC PARTITION COMMITTED END LAG MEMBER-ID",
+		"t 0 3 10 7 " + m[0],
+		"t 1 - 10 10 " + m[0],
+		"t 2 10 10 0 " + m[0],
+	}
+	for i, want := range rows {
+		if got := strings.Join(strings.Fields(lines[3+i]), " "); got != want {
+			t.Errorf("lag row %d: %q, want %q", i, got, want)
+		}
+	}
+	if out := mustRun(t, runGroup, "", "list", f.b); out != "GROUP  STATE   PROTOCOL-TYPE\ng      Stable  consumer\n" {
+		t.Errorf("list:\n%q", out)
 	}
 }

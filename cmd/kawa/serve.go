@@ -98,6 +98,7 @@ func parseServe(args []string) (config.Broker, serveOptions, error) {
 	fs.BoolVar(&cfg.AllowEveryoneIfNoACLFound, "allow-everyone-if-no-acl-found", false, "allow an operation on a resource no ACL names (allow.everyone.if.no.acl.found)")
 	fs.DurationVar(&cfg.ConnectionsMaxIdle, "connections-max-idle", 10*time.Minute, "close connections that send no request for this long (connections.max.idle.ms)")
 	fs.DurationVar(&cfg.ConsumerSessionTimeout, "group-consumer-session-timeout", 45*time.Second, "a KIP-848 consumer-group member silent this long is fenced (group.consumer.session.timeout.ms)")
+	fs.IntVar(&cfg.ConsumerMaxSize, "group-consumer-max-size", math.MaxInt32, "members a KIP-848 consumer group may have; a join beyond is GROUP_MAX_SIZE_REACHED (group.consumer.max.size)")
 	fs.DurationVar(&cfg.ConsumerHeartbeatInterval, "group-consumer-heartbeat-interval", 5*time.Second, "heartbeat interval KIP-848 consumer-group members are told (group.consumer.heartbeat.interval.ms)")
 	fs.DurationVar(&cfg.ConnectionsMaxReauth, "connections-max-reauth", 0, "lifetime of a SASL session; clients re-authenticate before it ends, else the connection closes (connections.max.reauth.ms, KIP-368); 0 = unlimited")
 	cfg.TopicDefaults = map[string]string{}
@@ -126,6 +127,9 @@ func parseServe(args []string) (config.Broker, serveOptions, error) {
 	}
 	if cfg.MaxOpenLogFiles < 0 {
 		return cfg, o, serveUsage("--max-open-log-files must be 0 (automatic) or positive")
+	}
+	if cfg.ConsumerMaxSize <= 0 {
+		return cfg, o, serveUsage("--group-consumer-max-size must be positive")
 	}
 	if cfg.MaxConnections <= 0 || cfg.MaxConnectionsPerIP <= 0 {
 		return cfg, o, serveUsage("--max-connections and --max-connections-per-ip must be positive")

@@ -100,6 +100,7 @@ var brokerProperties = []brokerProperty{
 	// Groups, producers and transactions.
 	{name: "group.initial.rebalance.delay.ms", set: durationField(func(c *config.Broker) *time.Duration { return &c.GroupInitialRebalanceDelay }, time.Millisecond, 0)},
 	{name: "group.consumer.session.timeout.ms", flag: "group-consumer-session-timeout", conv: msDuration(1)},
+	{name: "group.consumer.max.size", flag: "group-consumer-max-size", conv: intAtLeast(1)},
 	{name: "group.consumer.heartbeat.interval.ms", flag: "group-consumer-heartbeat-interval", conv: msDuration(1)},
 	{name: "offsets.retention.minutes", set: durationField(func(c *config.Broker) *time.Duration { return &c.OffsetsRetention }, time.Minute, 1)},
 	{name: "transaction.max.timeout.ms", set: durationField(func(c *config.Broker) *time.Duration { return &c.TxnMaxTimeout }, time.Millisecond, 1)},

@@ -126,6 +126,7 @@ func (b *Broker) openGroups() error {
 		},
 		ConsumerHeartbeatInterval: b.cfg.ConsumerHeartbeatInterval,
 		ConsumerSessionTimeout:    b.cfg.ConsumerSessionTimeout,
+		ConsumerMaxSize:           b.cfg.ConsumerMaxSize,
 		Logger:                    b.lg,
 	}, offsetsStore{p: p})
 	if err := b.groups.Load(recs); err != nil {

@@ -99,6 +99,9 @@ type Broker struct {
 	ConsumerHeartbeatInterval time.Duration
 	// ConsumerSessionTimeout is group.consumer.session.timeout.ms; 0 takes Kafka's 45 s.
 	ConsumerSessionTimeout time.Duration
+	// ConsumerMaxSize is group.consumer.max.size: members a consumer group may have; 0 = no limit
+	// (Kafka's default, Integer.MAX_VALUE).
+	ConsumerMaxSize int
 	RetentionCheck         time.Duration // log.retention.check.interval.ms
 	MaxInFlight            int           // requests read ahead per connection
 

@@ -66,7 +66,8 @@ const groupOperations = 1<<3 | 1<<6 | 1<<8
 // group shows its protocol and each member's metadata and assignment, as in Kafka. An unknown group
 // is described as Dead.
 //
-// Errors: GROUP_ID_NOT_FOUND for an unknown group (v6+, KIP-1043; earlier versions answer NONE),
+// Errors: GROUP_ID_NOT_FOUND for an unknown group or a KIP-848 consumer group, which Kafka does not
+// describe here (v6+, KIP-1043; earlier versions answer NONE and state Dead),
 // COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE.
 //
 // Version notes: v3 authorized operations, v4 group.instance.id, v6 error message.
@@ -92,11 +93,17 @@ func (c *Coordinator) describeLocked(version int16, name string) kmsg.DescribeGr
 		return dg
 	}
 	g := c.groups[name]
-	if g == nil || g.state == stateDead {
+	if g == nil || g.state == stateDead || g.cg != nil {
+		// Kafka describes classic groups only: a consumer-protocol group (KIP-848) is answered like an
+		// unknown one, Dead, and from v6 GROUP_ID_NOT_FOUND (KIP-1043); ConsumerGroupDescribe
+		// describes it.
 		dg.State = stateDead.String()
 		if version >= 6 {
 			dg.ErrorCode = kerr.GroupIDNotFound.Code
-			msg := "group " + name + " not found"
+			msg := "Group " + name + " not found."
+			if g != nil && g.cg != nil {
+				msg = "Group " + name + " is not a classic group."
+			}
 			dg.ErrorMessage = &msg
 		}
 		return dg

@@ -97,6 +97,16 @@ func (m *consumerMember) subscribes(topic string) bool {
 	return slices.Contains(m.names, topic)
 }
 
+// subscribedBySome reports whether any member subscribes to topic.
+func (cg *consumerGroup) subscribedBySome(topic string) bool {
+	for _, m := range cg.members {
+		if m.subscribes(topic) {
+			return true
+		}
+	}
+	return false
+}
+
 // subscribedTopics is every existing topic some member subscribes to, with its partition count.
 func (c *Coordinator) subscribedTopicsLocked(cg *consumerGroup) map[string]int32 {
 	out := map[string]int32{}

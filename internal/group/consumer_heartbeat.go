@@ -27,7 +27,8 @@ import (
 //
 // Errors: INVALID_REQUEST (missing group, member ID or subscription on a join), UNKNOWN_MEMBER_ID,
 // FENCED_MEMBER_EPOCH (an epoch other than the member's current or previous one; rejoin with 0),
-// UNRELEASED_INSTANCE_ID (the instance ID is held by a live member), UNSUPPORTED_ASSIGNOR,
+// UNRELEASED_INSTANCE_ID (the instance ID is held by a live member), GROUP_MAX_SIZE_REACHED (a join
+// beyond Config.ConsumerMaxSize members), UNSUPPORTED_ASSIGNOR,
 // INVALID_REGULAR_EXPRESSION, GROUP_ID_NOT_FOUND (a non-empty classic group of that name),
 // COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE. cl is the sender, recorded on a joining
 // member for DescribeGroups.
@@ -110,6 +111,7 @@ func (c *Coordinator) consumerHeartbeatLocked(cl Client, r *kmsg.ConsumerGroupHe
 		return code, ""
 	}
 	// Subscription and assignor changes bump the group epoch.
+	bump := false
 	if r.SubscribedTopicNames != nil || r.SubscribedTopicRegex != nil {
 		names := slices.Sorted(slices.Values(r.SubscribedTopicNames))
 		rx := ""
@@ -119,12 +121,15 @@ func (c *Coordinator) consumerHeartbeatLocked(cl Client, r *kmsg.ConsumerGroupHe
 		}
 		if !slices.Equal(names, m.names) || rx != m.regex {
 			m.names, m.regex, m.re = names, rx, re
-			cg.epoch++
+			bump = true
 		}
 	}
 	if r.ServerAssignor != nil && *r.ServerAssignor != m.assignor {
 		m.assignor = *r.ServerAssignor
-		cg.epoch++
+		bump = true
+	}
+	if bump {
+		cg.epoch++ // once per heartbeat, however many things changed (Kafka's bumpGroupEpoch)
 	}
 	if r.RebalanceTimeoutMillis > 0 {
 		m.rebalanceTimeout = ms(r.RebalanceTimeoutMillis)
@@ -173,6 +178,13 @@ func (c *Coordinator) consumerMemberLocked(cl Client, g *group, r *kmsg.Consumer
 		id: id, instanceID: r.InstanceID, rackID: r.RackID, clientID: cl.ID, host: cl.Host,
 		rebalanceTimeout: c.cfg.ConsumerSessionTimeout,
 		assigned:         map[topicPartition]int32{}, revoking: map[topicPartition]bool{},
+	}
+	takesOver := false // a static member's instance coming back takes its old place
+	if r.InstanceID != nil {
+		_, takesOver = cg.static[*r.InstanceID]
+	}
+	if max := c.cfg.ConsumerMaxSize; max > 0 && !takesOver && len(cg.members) >= max {
+		return nil, kerr.GroupMaxSizeReached.Code // Kafka: the group has reached its maximum capacity
 	}
 	if r.InstanceID != nil {
 		if prev, ok := cg.static[*r.InstanceID]; ok {

@@ -2,7 +2,10 @@ package group
 
 import (
 	"context"
+	"slices"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -94,4 +97,102 @@ func TestConsumerGroupOffsetsByMemberEpoch(t *testing.T) {
 	if code := e.cgCommit(9, "", -1, 0); code != 0 {
 		t.Errorf("anonymous commit to the empty group: %v", kerr.ErrorForCode(code))
 	}
+}
+
+// group.consumer.max.size: a join beyond it is GROUP_MAX_SIZE_REACHED; a static member's instance
+// coming back takes its old place and is let in.
+func TestConsumerGroupMaxSize(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.Topics = func() []TopicInfo { return []TopicInfo{{Name: "t", ID: topicT, Partitions: 4}} }
+	cfg.TopicID = func(name string) ([16]byte, bool) { return topicT, name == "t" }
+	cfg.TopicName = func(id [16]byte) (string, bool) { return "t", id == topicT }
+	cfg.ConsumerMaxSize = 2
+	c, s := newTestCoordinator(t, cfg)
+	e := &cgEnv{t: t, c: c, s: s, cfg: cfg}
+	inst := "i-1"
+	e.want(e.hb("a", 0, nil, &inst), 0, 1, []int32{0, 1, 2, 3})
+	e.want(e.hb("b", 0, nil, nil), 0, 2, []int32{})
+	e.want(e.hb("c", 0, nil, nil), kerr.GroupMaxSizeReached.Code, 0, nil)
+	e.want(e.hb("a", -2, nil, &inst), 0, -2, nil)
+	e.want(e.hb("a2", 0, nil, &inst), 0, 1, []int32{0, 1}) // back at a's epoch; 2 and 3 go to b
+	e.want(e.hb("c", 0, nil, nil), kerr.GroupMaxSizeReached.Code, 0, nil)
+	e.want(e.hb("b", -1, nil, nil), 0, -1, nil)
+	e.want(e.hb("c", 0, nil, nil), 0, 4, []int32{})
+}
+
+// DescribeGroups describes classic groups only, as Kafka: a consumer group is Dead, and
+// GROUP_ID_NOT_FOUND "not a classic group" from v6. ListGroups' types filter (KIP-848) tells the
+// two apart; a classic JoinGroup into a live consumer group is INCONSISTENT_GROUP_PROTOCOL.
+func TestConsumerGroupSeenByClassicAPIs(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		e := newCGEnv(t)
+		e.want(e.hb("a", 0, nil, nil), 0, 1, []int32{0, 1, 2, 3})
+		stableGroup(t, ctx, newClient(e.c, "classic", "c1"))
+		if d := describe(e.c, 5, "g"); d.ErrorCode != 0 || d.State != "Dead" || d.ProtocolType != "" || len(d.Members) != 0 {
+			t.Errorf("DescribeGroups v5 of a consumer group: %+v", d)
+		}
+		d := describe(e.c, 6, "g")
+		if d.ErrorCode != kerr.GroupIDNotFound.Code || d.ErrorMessage == nil || *d.ErrorMessage != "Group g is not a classic group." || d.State != "Dead" {
+			t.Errorf("DescribeGroups v6 of a consumer group: code %d message %v state %s", d.ErrorCode, d.ErrorMessage, d.State)
+		}
+		for _, tc := range []struct {
+			types []string
+			want  []string
+		}{{nil, []string{"classic", "g"}}, {[]string{"consumer"}, []string{"g"}}, {[]string{"Classic"}, []string{"classic"}}} {
+			r := kmsg.NewPtrListGroupsRequest()
+			r.Version, r.TypesFilter = 5, tc.types
+			var got []string
+			for _, lg := range e.c.ListGroups(ctx, r).Groups {
+				got = append(got, lg.Group)
+				if want := map[string]string{"g": "consumer", "classic": "classic"}[lg.Group]; lg.GroupType != want || lg.ProtocolType != consumerProtocol {
+					t.Errorf("ListGroups %s: type %q protocol type %q", lg.Group, lg.GroupType, lg.ProtocolType)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("ListGroups types %v: %v, want %v", tc.types, got, tc.want)
+			}
+		}
+		if resp := newClient(e.c, "g", "c2").join(ctx); resp.ErrorCode != kerr.InconsistentGroupProtocol.Code {
+			t.Errorf("classic JoinGroup into a live consumer group: %s", kerr.ErrorForCode(resp.ErrorCode))
+		}
+	})
+}
+
+// Offsets of a live consumer group do not expire while a member subscribes to their topic (KIP-211);
+// once the group is Empty they expire offsets.retention.minutes after that.
+func TestConsumerGroupOffsetRetention(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		cfg := testConfig()
+		cfg.Topics = func() []TopicInfo { return []TopicInfo{{Name: "t", ID: topicT, Partitions: 4}} }
+		cfg.TopicID = func(name string) ([16]byte, bool) { return topicT, name == "t" }
+		cfg.TopicName = func(id [16]byte) (string, bool) { return "t", id == topicT }
+		cfg.ConsumerSessionTimeout = 30 * 24 * time.Hour
+		cfg.OffsetsRetention = 7 * 24 * time.Hour
+		c, s := newTestCoordinator(t, cfg)
+		e := &cgEnv{t: t, c: c, s: s, cfg: cfg}
+		e.want(e.hb("a", 0, nil, nil), 0, 1, []int32{0, 1, 2, 3})
+		if code := e.cgCommit(9, "a", 1, 0); code != 0 {
+			t.Fatalf("commit: %v", kerr.ErrorForCode(code))
+		}
+		time.Sleep(8 * 24 * time.Hour)
+		synctest.Wait()
+		if got, _ := fetch(e.c, "g", "t", false, 0); got[0].offset != 7 {
+			t.Fatalf("offset of a subscribed topic after 8 days: %+v, want 7", got[0])
+		}
+		e.want(e.hb("a", -1, nil, nil), 0, -1, nil)
+		time.Sleep(6 * 24 * time.Hour)
+		synctest.Wait()
+		if got, _ := fetch(e.c, "g", "t", false, 0); got[0].offset != 7 {
+			t.Fatalf("offset 6 days after the group became Empty: %+v, want 7", got[0])
+		}
+		time.Sleep(24*time.Hour + 20*time.Minute)
+		synctest.Wait()
+		if got, _ := fetch(e.c, "g", "t", false, 0); got[0].offset != -1 {
+			t.Fatalf("offset 7 days after the group became Empty: %+v, want expired", got[0])
+		}
+	})
 }

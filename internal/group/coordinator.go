@@ -60,6 +60,9 @@ type Config struct {
 	// ConsumerSessionTimeout is group.consumer.session.timeout.ms: a consumer-protocol member
 	// silent this long is fenced. Default 45 s.
 	ConsumerSessionTimeout time.Duration
+	// ConsumerMaxSize is group.consumer.max.size: a join that would make a consumer group larger is
+	// GROUP_MAX_SIZE_REACHED. 0: no limit (Kafka's default is Integer.MAX_VALUE).
+	ConsumerMaxSize int
 	// ConsumerHeartbeatInterval is group.consumer.heartbeat.interval.ms, returned to members.
 	// Default 5 s.
 	ConsumerHeartbeatInterval time.Duration

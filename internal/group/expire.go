@@ -56,6 +56,9 @@ func (c *Coordinator) expiredLocked(g *group, now time.Time) []topicPartition {
 		if g.state == stateStable && g.subscribedTo(tp.topic) {
 			continue
 		}
+		if g.cg != nil && g.cg.subscribedBySome(tp.topic) {
+			continue // a live consumer group's topic (KIP-211: only unsubscribed topics expire)
+		}
 		if expired(o, base(o), c.cfg.OffsetsRetention, now) {
 			out = append(out, tp)
 		}
@@ -70,6 +73,8 @@ func (c *Coordinator) expiredLocked(g *group, now time.Time) []topicPartition {
 // false if g's offsets do not expire now.
 func (c *Coordinator) retentionBase(g *group) (func(offset) time.Time, bool) {
 	switch {
+	case g.cg != nil && len(g.cg.members) > 0:
+		return func(o offset) time.Time { return o.commitTime }, true // for topics no member subscribes to
 	case g.protocolType == "":
 		return func(o offset) time.Time { return o.commitTime }, true
 	case g.state == stateEmpty:
