@@ -12,6 +12,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/kawa-broker/kawa/cmd/internal/cli"
 	"github.com/kawa-broker/kawa/internal/acl"
+	"github.com/kawa-broker/kawa/internal/auth"
 	"github.com/kawa-broker/kawa/internal/broker"
 	"github.com/kawa-broker/kawa/internal/config"
 	"github.com/kawa-broker/kawa/internal/server"
@@ -74,7 +76,7 @@ func parseServe(args []string) (config.Broker, serveOptions, error) {
 	fs.StringVar(&cfg.SSLKeystoreLocation, "ssl-keystore-location", "", "PEM file with the private key and certificate chain of SSL/SASL_SSL listeners (ssl.keystore.location)")
 	fs.StringVar(&cfg.SSLTruststoreLocation, "ssl-truststore-location", "", "PEM file of CA certificates client certificates must chain to (ssl.truststore.location)")
 	fs.StringVar(&cfg.SSLClientAuth, "ssl-client-auth", "none", "client certificates: required, requested or none (ssl.client.auth)")
-	saslMechs := fs.String("sasl-enabled-mechanisms", "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms of SASL listeners (sasl.enabled.mechanisms)")
+	saslMechs := fs.String("sasl-enabled-mechanisms", "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (unsecured JWTs, for tests) (sasl.enabled.mechanisms)")
 	// Node 1, as in Kafka's own quickstart (KRaft server.properties): client
 	// test suites (kafka-go's) assert broker ID 1 and treat node 0 as unset.
 	nodeID := fs.Int("node-id", 1, "this broker's node ID (node.id)")
@@ -175,6 +177,9 @@ func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.
 	specs, skipped, err := listenerSpecs(cfg)
 	if err != nil {
 		return err
+	}
+	if slices.Contains(cfg.SASLEnabledMechanisms, auth.OAuthBearer) {
+		lg.Warn("OAUTHBEARER takes unsecured JWTs (alg none): any client can log in as any principal; for tests only")
 	}
 	for _, l := range skipped {
 		lg.Info("controller listener not opened: a single Kawa node has no controller quorum", "listener", l)

@@ -87,3 +87,36 @@ func FuzzScramClientFinal(f *testing.F) {
 		}
 	})
 }
+
+// FuzzOAuthBearer: any OAUTHBEARER initial response is refused, answered
+// with an error challenge, or logs in; a login only for a message that
+// parses and carries a token the unsecured validator accepts, as its
+// principal; never a panic.
+func FuzzOAuthBearer(f *testing.F) {
+	a, err := auth.NewSASL(auth.NewMemStore(), []string{auth.OAuthBearer})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte("n,,\x01auth=Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbGljZSIsImV4cCI6OTk5OTk5OTk5OX0.\x01\x01"))
+	f.Add([]byte("n,a=alice,\x01auth=Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbGljZSIsImV4cCI6OTk5OTk5OTk5OX0.\x01x=y\x01\x01"))
+	f.Add([]byte("n,,\x01auth=Bearer a.b.\x01\x01"))
+	f.Add([]byte("y,a=a=2Cb,\x01auth=bearer x\x01\x01"))
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		s, _ := a.Start(auth.OAuthBearer)
+		out, done, err := s.Step(msg)
+		if err != nil || !done {
+			if err == nil && len(out) == 0 {
+				t.Fatalf("%q got neither a login, a challenge nor an error", msg)
+			}
+			return
+		}
+		m, perr := auth.ParseOAuthBearer(msg)
+		if perr != nil {
+			t.Fatalf("%q logged in but does not parse: %v", msg, perr)
+		}
+		user, _, verr := auth.ValidateUnsecuredJWT(m.Token, auth.UnsecuredJWT{})
+		if verr != nil || user != s.User() || user == "" {
+			t.Fatalf("%q logged in as %q; validator says %q, %v", msg, s.User(), user, verr)
+		}
+	})
+}

@@ -36,17 +36,19 @@ type SASL struct {
 	mechs []string
 }
 
-// NewSASL returns the mechanisms mechs (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512;
-// Kafka's sasl.enabled.mechanisms) over store. PLAIN checks the password
-// against the user's SCRAM credential (SCRAM-SHA-512 if present, else
-// SCRAM-SHA-256), so one store serves all mechanisms and no password is kept.
+// NewSASL returns the mechanisms mechs (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512,
+// OAUTHBEARER; Kafka's sasl.enabled.mechanisms) over store. PLAIN checks the
+// password against the user's SCRAM credential (SCRAM-SHA-512 if present,
+// else SCRAM-SHA-256), so one store serves all mechanisms and no password is
+// kept. OAUTHBEARER takes unsecured JWTs (see OAuthBearer) and needs no
+// store entry.
 func NewSASL(store *Store, mechs []string) (*SASL, error) {
 	if len(mechs) == 0 {
 		return nil, errors.New("auth: no SASL mechanisms enabled")
 	}
 	for _, m := range mechs {
-		if m != Plain && m != ScramSHA256 && m != ScramSHA512 {
-			return nil, fmt.Errorf("auth: unsupported SASL mechanism %q (have PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)", m)
+		if m != Plain && m != ScramSHA256 && m != ScramSHA512 && m != OAuthBearer {
+			return nil, fmt.Errorf("auth: unsupported SASL mechanism %q (have PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)", m)
 		}
 	}
 	return &SASL{store: store, mechs: slices.Clone(mechs)}, nil
@@ -75,6 +77,8 @@ func (a *SASL) Start(mech string) (s Session, ok bool) {
 	switch mech {
 	case Plain:
 		return &plainSession{store: a.store}, true
+	case OAuthBearer:
+		return &oauthSession{}, true
 	case ScramSHA256, ScramSHA512:
 		_, gen, _ := hashFor(mech)
 		srv, err := gen.NewServer(func(user string) (scram.StoredCredentials, error) {

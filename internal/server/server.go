@@ -761,18 +761,35 @@ func (c *conn) saslStep(st *saslState, h wire.Header, req kmsg.Request) (kmsg.Re
 			return resp, "", false
 		}
 		st.authenticated, st.reauth, st.user = true, false, st.session.User()
-		st.expires = time.Time{}
-		if max := c.s.cfg.ConnectionsMaxReauth; max > 0 {
+		if life := c.sessionLifetime(st.session); life > 0 {
 			// session_lifetime_ms (v1+); a v0 client is not told, and its
 			// connection closes when the session ends, as in Kafka.
-			st.expires = c.s.cfg.Now().Add(max)
-			resp.SessionLifetimeMillis = max.Milliseconds()
+			st.expires = c.s.cfg.Now().Add(life)
+			resp.SessionLifetimeMillis = max(life.Milliseconds(), 1)
+		} else {
+			st.expires = time.Time{}
 		}
 		c.authenticated(st.mechanism, true)
 		return resp, st.user, false
 	}
 	c.s.warn.log("closing connection: unexpected Kafka request during SASL handshake", "remote", c.info.Remote, "api", kmsg.NameForKey(h.Key))
 	return nil, "", true
+}
+
+// sessionLifetime is how long a session that just authenticated lasts, as
+// Kafka's SaslServerAuthenticator computes it: connections.max.reauth.ms,
+// shortened to the credential's end when it has one (an OAUTHBEARER
+// token's exp, enforced even without connections.max.reauth.ms); 0 is
+// unlimited.
+func (c *conn) sessionLifetime(sess auth.Session) time.Duration {
+	life := c.s.cfg.ConnectionsMaxReauth
+	if e, ok := sess.(auth.Expiring); ok && !e.Expires().IsZero() {
+		left := max(e.Expires().Sub(c.s.cfg.Now()), time.Millisecond)
+		if life <= 0 || left < life {
+			life = left
+		}
+	}
+	return life
 }
 
 // changedMechanism is the exchange of a re-authentication that names another
