@@ -84,20 +84,9 @@ func readAll(p *partition.Partition) ([]group.Record, error) {
 // openGroups creates __consumer_offsets if needed, replays it and starts the
 // group coordinator.
 func (b *Broker) openGroups() error {
-	t, ok := b.catalog.Get(consumerOffsetsTopic)
-	if !ok {
-		var err error
-		t, err = b.newTopic(consumerOffsetsTopic, 1, -1, map[string]string{"retention.ms": "-1", "retention.bytes": "-1"})
-		if err != nil {
-			return err
-		}
-		if t, err = b.createTopic(t); err != nil {
-			return err
-		}
-	}
-	p := b.partition(t.Name, 0)
-	if p == nil {
-		return fmt.Errorf("broker: %s partition 0 missing", consumerOffsetsTopic)
+	p, err := b.internalPartition(consumerOffsetsTopic)
+	if err != nil {
+		return err
 	}
 	recs, err := readAll(p)
 	if err != nil {

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kawa-broker/kawa/internal/config"
 	"github.com/kawa-broker/kawa/internal/group"
 	"github.com/kawa-broker/kawa/internal/partition"
 	"github.com/kawa-broker/kawa/internal/producer"
@@ -76,18 +79,34 @@ func (b *Broker) openTxn() error {
 }
 
 // internalPartition returns partition 0 of an internal topic, creating the
-// topic (one partition, no retention) if needed.
+// topic if needed with Kafka's configs for it (offsets.topic.* and
+// transaction.state.log.*): cleanup.policy=compact, since the latest record
+// of each key is the coordinator's state, segments of
+// --offsets-topic-segment-bytes (the cleaner never touches the active one),
+// no time or size retention. A topic a data dir holds from before gets those
+// configs too.
 func (b *Broker) internalPartition(name string) (*partition.Partition, error) {
+	seg := b.cfg.OffsetsTopicSegmentBytes
+	want := map[string]string{"cleanup.policy": "compact", "retention.ms": "-1", "retention.bytes": "-1",
+		"segment.bytes": strconv.FormatInt(max(seg, config.MinSegmentBytes), 10)}
+	if seg < config.MinSegmentBytes { // tests: smaller than a topic may ask for
+		want["internal.segment.bytes"] = strconv.FormatInt(seg, 10)
+	}
 	t, ok := b.catalog.Get(name)
 	if !ok {
 		var err error
-		t, err = b.newTopic(name, 1, -1, map[string]string{"retention.ms": "-1", "retention.bytes": "-1"})
-		if err != nil {
+		if t, err = b.newTopic(name, 1, -1, want); err != nil {
 			return nil, err
 		}
 		if t, err = b.createTopic(t); err != nil {
 			return nil, err
 		}
+	} else if !maps.Equal(t.Configs, want) {
+		t.Configs = want
+		if err := b.catalog.Update(t); err != nil {
+			return nil, fmt.Errorf("broker: configs of %s: %w", name, err)
+		}
+		b.applyTopicConfig(name, b.topicConfig(t))
 	}
 	p := b.partition(t.Name, 0)
 	if p == nil {

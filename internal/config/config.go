@@ -134,6 +134,10 @@ type Broker struct {
 	// The log cleaner (compacted topics).
 	CleanerBackoff    time.Duration // log.cleaner.backoff.ms: wait between rounds (default 15 s)
 	CleanerMapEntries int           // keys in one pass's offset map (log.cleaner.dedupe.buffer.size / ~40 B); 0 = cleaner.DefaultMapEntries
+	// OffsetsTopicSegmentBytes is the segment size of the compacted internal topics __consumer_offsets and
+	// __transaction_state (Kafka's offsets.topic.segment.bytes and transaction.state.log.segment.bytes);
+	// 0 = 100 MiB, Kafka's default.
+	OffsetsTopicSegmentBytes int64
 	// OnSegmentSwap, when set, is called after each named step of the cleaner's segment swap (log.SwapSteps):
 	// a crash-test hook (`kawa serve` sets it from KAWA_CRASH_POINT), nil in production.
 	OnSegmentSwap func(step string)
@@ -192,6 +196,9 @@ func (b Broker) WithDefaults() Broker {
 	}
 	if b.ConnectionsMaxIdle <= 0 {
 		b.ConnectionsMaxIdle = 10 * time.Minute
+	}
+	if b.OffsetsTopicSegmentBytes <= 0 {
+		b.OffsetsTopicSegmentBytes = 100 << 20
 	}
 	if b.CleanerBackoff <= 0 {
 		b.CleanerBackoff = 15 * time.Second

@@ -11,7 +11,9 @@ import (
 // Load replays the __consumer_offsets log, oldest record first and each in turn, and replaces the
 // coordinator's groups with what it describes: a later value for a key replaces the earlier one, a
 // tombstone deletes its key, and a transaction marker completes the producer's staged offsets by the
-// same rule as CompleteTxn. recs must be the whole log from its first record (positions count from it). Groups come
+// same rule as CompleteTxn. recs is the log from its start, whole or compacted (a record's position is its index
+// in recs: only the order of positions matters, and compaction keeps it; every record states its key's latest
+// state, so the latest record of each key replays to the same groups). Groups come
 // back with their protocol type, generation, committed offsets and staged transactional offsets
 // (whose markers the transaction coordinator re-sends); a group whose assignment was stored comes back
 // Stable with its members, leader and assignments, and each member's session timer starts now

@@ -1,8 +1,10 @@
 package group
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -177,8 +179,41 @@ func (c *Coordinator) completeTxnLocked(g *group, pid int64, commit bool) *write
 	if st == nil || g.state == stateDead { // a Dead group's staged offsets are being tombstoned already
 		return nil
 	}
-	rec := Record{Key: markerKey(g.name, pid), Value: encodeMarkerValue(commit)}
-	return c.enqueueLocked(g, []Record{rec}, func(int64) { g.completeTxn(pid, commit) }, nil)
+	// The records state the outcome per key, so the latest record of each key is the state and a
+	// compacted __consumer_offsets replays the same (issue 13): each winning staged offset of a commit as
+	// the partition's committed offset record, a tombstone for every staged key, then the marker (which
+	// replay then finds nothing staged to apply to; logs written before these records still need it).
+	tps := make([]topicPartition, 0, len(st.offsets))
+	for tp := range st.offsets {
+		tps = append(tps, tp)
+	}
+	slices.SortFunc(tps, func(a, b topicPartition) int {
+		return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition))
+	})
+	var recs []Record
+	var won []topicPartition // recs[i] is the offset record of won[i]
+	if commit {
+		for _, tp := range tps {
+			if cur, ok := g.offsets[tp]; !ok || cur.pos < st.offsets[tp].pos {
+				recs = append(recs, Record{Key: offsetKey(g.name, tp), Value: encodeOffsetValue(st.offsets[tp])})
+				won = append(won, tp)
+			}
+		}
+	}
+	for _, tp := range tps {
+		recs = append(recs, Record{Key: stagedKey(g.name, pid, tp)})
+	}
+	recs = append(recs, Record{Key: markerKey(g.name, pid), Value: encodeMarkerValue(commit)})
+	return c.enqueueLocked(g, recs, func(pos int64) {
+		// As replay will: each won offset is the committed one from its record on, whatever was
+		// committed while this write was queued (it is earlier in the log).
+		for i, tp := range won {
+			o := st.offsets[tp]
+			o.pos = pos + int64(i)
+			g.offsets[tp] = o
+		}
+		delete(g.txn, pid)
+	}, nil)
 }
 
 // stage records a transactional offset of producer pid, as a stored staged record does.
