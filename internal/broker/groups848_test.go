@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -156,5 +157,70 @@ func TestConsumerGroupRegexPicksUpNewTopic(t *testing.T) {
 	wait.Until(t, 20*time.Second, "rx-b, created later, consumed", func() bool { poll(); return got["rx-b"] == 4 })
 	if got["other"] != 0 || got["rx-a"] != 3 {
 		t.Fatalf("consumed %v", got)
+	}
+}
+
+// TestConsumerGroupStaticRejoin: a static member (group.instance.id) of a KIP-848 group closes,
+// which franz-go sends as the static leave (epoch -2), and its instance comes back within the
+// session timeout: it gets exactly the partitions it had, nobody else was assigned them
+// meanwhile, ownership never overlapped and every acknowledged record is processed exactly once.
+func TestConsumerGroupStaticRejoin(t *testing.T) {
+	t.Parallel()
+	k := kawatest.NewBroker(t, consumerProtocol)
+	const topic, group = "orders", "g848-static"
+	k.CreateTopic(topic, killTopicPartitions, nil)
+	led := newGroupLedger()
+	prod := startBgProducer(t, k, topic, killTopicPartitions)
+	ssb := kgo.ServerSideBalancer()
+	var ms []*loopMember
+	for i := range 3 {
+		ms = append(ms, startMember(t, k, i, group, topic, kgo.StickyBalancer(), led, ssb, kgo.InstanceID(fmt.Sprintf("instance-%d", i))))
+	}
+	wait.Until(t, 20*time.Second, "three members to share all partitions", func() bool { return led.balanced(3) })
+	had := led.owned(0)
+	slices.Sort(had)
+	adm := kadm.NewClient(k.Client())
+	epoch := func() int32 {
+		ds, err := adm.DescribeConsumerGroups(context.Background(), group)
+		if err != nil || ds[group].Err != nil {
+			t.Fatalf("ConsumerGroupDescribe: %v %v", err, ds[group].Err)
+		}
+		return ds[group].Epoch
+	}
+	before := epoch()
+	left := time.Now()
+	ms[0].stop()
+	ms[0].cl.Close() // the static leave; a closed client holds nothing
+	led.revoked(0, map[string][]int32{topic: had})
+	back := startMember(t, k, 3, group, topic, kgo.StickyBalancer(), led, ssb, kgo.InstanceID("instance-0"))
+	wait.Until(t, groupSession/2, "the instance to get its partitions back", func() bool { return len(led.owned(3)) == len(had) })
+	got := led.owned(3)
+	slices.Sort(got)
+	if !slices.Equal(got, had) {
+		t.Errorf("the returning instance got %v, it had %v", got, had)
+	}
+	if after := epoch(); after != before {
+		t.Errorf("group epoch %d after the static leave and rejoin, was %d (a rebalance happened)", after, before)
+	}
+	led.mu.Lock()
+	for _, p := range had {
+		if at := led.assignedAt[p]; at.After(left) && led.owner[p] != 3 {
+			t.Errorf("partition %d assigned to member %d while instance-0 was away", p, led.owner[p])
+		}
+	}
+	led.mu.Unlock()
+	wait.Until(t, 20*time.Second, "records after the rejoin to be processed", func() bool { return led.processedCount() > 0 && len(led.owned(3)) > 0 })
+	acked := prod.stop(t)
+	wait.Until(t, 20*time.Second, "every acknowledged record to be processed", func() bool { return led.covers(acked) })
+	for _, m := range append(ms[1:], back) {
+		m.stop()
+	}
+	led.mu.Lock()
+	defer led.mu.Unlock()
+	if len(led.overlaps) > 0 {
+		t.Errorf("ownership overlapped: %v", led.overlaps)
+	}
+	if d := led.duplicates(); len(d) > 0 {
+		t.Errorf("records processed twice: %v", d)
 	}
 }
