@@ -35,8 +35,16 @@ import (
 // response (a partition error closes the connection instead, as Kafka does), 1 answers after the append, -1 after the append is durable
 // (fsynced under --fsync=always, group-committed); other values are
 // INVALID_REQUIRED_ACKS. Topics with message.timestamp.type=LogAppendTime
-// get the append time written into the batch and returned (v2+). Control
-// batches from clients are INVALID_RECORD. v8+ carries ErrorMessage.
+// get the append time written into the batch and returned (v2+); on
+// CreateTime topics a record outside message.timestamp.before.max.ms /
+// after.max.ms of the broker's clock fails the batch with INVALID_TIMESTAMP
+// (KIP-937). acks=-1 to a topic whose min.insync.replicas exceeds the ISR
+// (1: one node) is NOT_ENOUGH_REPLICAS, nothing written. A topic whose
+// compression.type names a codec stores each batch recompressed to it at
+// its compression.*.level (KIP-390; LogValidator's rebuild: producer fields,
+// sequences, timestamps and offsets kept), max.message.bytes checked again
+// on the result. Control batches from clients are INVALID_RECORD. v8+
+// carries ErrorMessage.
 //
 // Authorization (with an authorizer): WRITE on each topic, else
 // TOPIC_AUTHORIZATION_FAILED for its partitions; a transactional produce
@@ -223,6 +231,19 @@ func (b *Broker) appendPartition(ctx context.Context, r *kmsg.ProduceRequest, to
 			return nil, partition.AppendResult{}, err
 		}
 	}
+	if codec, level, ok := targetCodec(tc); ok && codec != h.Codec() {
+		// compression.type names a codec: store the batch in it, as Kafka's LogValidator does. The
+		// producer fields, sequences, timestamps and offsets deltas stay; a fetch returns this batch.
+		if records, err = batch.Recompress(h, recs, codec, level); err != nil {
+			return nil, partition.AppendResult{}, fmt.Errorf("%w: recompressing to %s: %v", kerr.UnknownServerError, tc.CompressionType, err)
+		}
+		if h, err = batch.ParseHeader(records); err != nil {
+			return nil, partition.AppendResult{}, err
+		}
+		if len(records) > int(tc.MaxMessageBytes) {
+			return nil, partition.AppendResult{}, fmt.Errorf("%w: batch of %d bytes after recompression to %s exceeds max.message.bytes %d", kerr.MessageTooLarge, len(records), tc.CompressionType, tc.MaxMessageBytes)
+		}
+	}
 	if tc.Compact() {
 		if err := requireKeys(records, topic, idx); err != nil {
 			return nil, partition.AppendResult{}, err
@@ -279,6 +300,24 @@ func requireKeys(records []byte, topic string, idx int32) error {
 		}
 	}
 	return nil
+}
+
+// targetCodec returns the codec and level (KIP-390) batches of a topic are stored in, ok false when
+// compression.type=producer keeps the producer's.
+func targetCodec(tc config.Topic) (codec int8, level int, ok bool) {
+	switch tc.CompressionType {
+	case config.CompressionUncompressed:
+		return batch.CodecNone, 0, true
+	case "gzip":
+		return batch.CodecGzip, int(tc.CompressionGzipLevel), true
+	case "snappy":
+		return batch.CodecSnappy, 0, true
+	case "lz4":
+		return batch.CodecLz4, int(tc.CompressionLz4Level), true
+	case "zstd":
+		return batch.CodecZstd, int(tc.CompressionZstdLevel), true
+	}
+	return 0, 0, false
 }
 
 // checkTimestamps is KIP-937's check of a CreateTime topic (LogValidator.validateTimestamp): every
