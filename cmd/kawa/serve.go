@@ -102,6 +102,7 @@ func parseServe(args []string) (config.Broker, serveOptions, error) {
 	fs.DurationVar(&cfg.ConsumerSessionTimeout, "group-consumer-session-timeout", 45*time.Second, "a KIP-848 consumer-group member silent this long is fenced (group.consumer.session.timeout.ms)")
 	fs.IntVar(&cfg.ConsumerMaxSize, "group-consumer-max-size", math.MaxInt32, "members a KIP-848 consumer group may have; a join beyond is GROUP_MAX_SIZE_REACHED (group.consumer.max.size)")
 	fs.DurationVar(&cfg.ConsumerHeartbeatInterval, "group-consumer-heartbeat-interval", 5*time.Second, "heartbeat interval KIP-848 consumer-group members are told (group.consumer.heartbeat.interval.ms)")
+	fs.DurationVar(&cfg.FailedAuthenticationDelay, "connection-failed-authentication-delay", 100*time.Millisecond, "hold back the answer to a failed SASL login this long; 0 = none (connection.failed.authentication.delay.ms)")
 	fs.DurationVar(&cfg.ConnectionsMaxReauth, "connections-max-reauth", 0, "lifetime of a SASL session; clients re-authenticate before it ends, else the connection closes (connections.max.reauth.ms, KIP-368); 0 = unlimited")
 	cfg.TopicDefaults = map[string]string{}
 	topicDefaultFlags(fs, cfg.TopicDefaults)
@@ -124,8 +125,8 @@ func parseServe(args []string) (config.Broker, serveOptions, error) {
 		cfg.ConsumerSessionTimeout <= 0 || cfg.ConsumerHeartbeatInterval <= 0 {
 		return cfg, o, serveUsage("--fsync-interval, --retention-check-interval, --request-read-timeout, --connections-max-idle and the --group-consumer-* durations must be positive")
 	}
-	if cfg.ConnectionsMaxReauth < 0 {
-		return cfg, o, serveUsage("--connections-max-reauth must be 0 (unlimited) or positive")
+	if cfg.ConnectionsMaxReauth < 0 || cfg.FailedAuthenticationDelay < 0 {
+		return cfg, o, serveUsage("--connections-max-reauth and --connection-failed-authentication-delay must be 0 or positive")
 	}
 	if cfg.MaxOpenLogFiles < 0 {
 		return cfg, o, serveUsage("--max-open-log-files must be 0 (automatic) or positive")

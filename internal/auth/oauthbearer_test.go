@@ -167,3 +167,25 @@ func TestOAuthBearerSession(t *testing.T) {
 		t.Fatal("GSSAPI accepted")
 	}
 }
+
+// TestScramMessageBound: a SCRAM client-first with a nonce of 10 KiB is
+// refused before the SCRAM library sees it (it would be echoed back in
+// server-first).
+func TestScramMessageBound(t *testing.T) {
+	store := auth.NewMemStore()
+	if err := store.SetPassword("alice", auth.ScramSHA512, "pw", auth.MinIterations); err != nil {
+		t.Fatal(err)
+	}
+	a, err := auth.NewSASL(store, []string{auth.ScramSHA512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := a.Start(auth.ScramSHA512)
+	if out, _, err := s.Step([]byte("n,,n=alice,r=" + strings.Repeat("x", 10<<10))); err == nil || !errors.Is(err, auth.ErrAuthentication) {
+		t.Fatalf("10 KiB nonce: answered %d bytes, err %v", len(out), err)
+	}
+	s, _ = a.Start(auth.ScramSHA512)
+	if _, _, err := s.Step([]byte("n,,n=alice,r=" + strings.Repeat("x", 64))); err != nil {
+		t.Fatalf("64-byte nonce: %v", err)
+	}
+}

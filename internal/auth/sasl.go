@@ -178,8 +178,16 @@ type scramSession struct {
 	steps                       int
 }
 
+// maxScramMessage bounds a SCRAM client message: a user name, a nonce and a
+// proof fit in far less, and xdg-go/scram would echo an unbounded client
+// nonce back in server-first.
+const maxScramMessage = 8 << 10
+
 func (s *scramSession) Step(in []byte) ([]byte, bool, error) {
 	s.steps++
+	if len(in) > maxScramMessage {
+		return nil, false, fmt.Errorf("%w (SCRAM message of %d bytes, over %d)", ErrAuthentication, len(in), maxScramMessage)
+	}
 	if s.steps == 2 && s.cnonce != "" {
 		if f := strings.Split(string(in), ","); len(f) >= 3 && f[1] == "r="+s.cnonce+s.nonce {
 			return s.quirkFinal(string(in))

@@ -102,8 +102,8 @@ type Broker struct {
 	// ConsumerMaxSize is group.consumer.max.size: members a consumer group may have; 0 = no limit
 	// (Kafka's default, Integer.MAX_VALUE).
 	ConsumerMaxSize int
-	RetentionCheck         time.Duration // log.retention.check.interval.ms
-	MaxInFlight            int           // requests read ahead per connection
+	RetentionCheck  time.Duration // log.retention.check.interval.ms
+	MaxInFlight     int           // requests read ahead per connection
 
 	// QueuedMaxRequestBytes caps the bytes of requests read but not yet
 	// answered, broker-wide (Kafka's queued.max.request.bytes). 0 = default
@@ -120,6 +120,9 @@ type Broker struct {
 	// lifetime of a SASL session, after which the client must
 	// re-authenticate; 0 (the default) is unlimited.
 	ConnectionsMaxReauth time.Duration
+	// FailedAuthenticationDelay is connection.failed.authentication.delay.ms:
+	// how long the answer to a failed SASL login is held back (0: none).
+	FailedAuthenticationDelay time.Duration
 	// MaxOpenLogFiles bounds the segment files (.log, .index, .timeindex) held open over all partitions; idle
 	// ones are closed and reopened on use. 0 = half the process's open-file limit.
 	MaxOpenLogFiles int

@@ -208,3 +208,89 @@ func TestReauthentication(t *testing.T) {
 		})
 	}
 }
+
+// saslServer starts a SASL_PLAINTEXT server over a store with alice/alice-pw
+// and returns its address.
+func saslServer(t *testing.T, cfg Config) string {
+	t.Helper()
+	store := auth.NewMemStore()
+	if err := store.SetPassword("alice", auth.ScramSHA512, "alice-pw", auth.MinIterations); err != nil {
+		t.Fatal(err)
+	}
+	mechs, err := auth.NewSASL(store, []string{auth.Plain, auth.ScramSHA512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(cfg, testHandler{})
+	go s.ServeListener(ln, Listener{Protocol: SASLPlaintext, SASL: mechs})
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	return ln.Addr().String()
+}
+
+// TestFailedAuthenticationDelay (connection.failed.authentication.delay.ms):
+// a failed login is answered only after the delay, then closed, and another
+// connection is served meanwhile.
+func TestFailedAuthenticationDelay(t *testing.T) {
+	t.Parallel()
+	const delay = 400 * time.Millisecond
+	addr := saslServer(t, Config{MaxRequestBytes: 1 << 20, FailedAuthenticationDelay: delay})
+	bad := &saslConn{t: t, c: dial(t, addr)}
+	bad.handshake(auth.Plain)
+	a := kmsg.NewPtrSASLAuthenticateRequest()
+	a.SASLAuthBytes = []byte("\x00alice\x00wrong")
+	a.SetVersion(1)
+	sent := time.Now()
+	if _, err := bad.c.Write(rawreq.Frame(a, 99, nil)); err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan time.Time, 1)
+	go func() {
+		resp := a.ResponseKind()
+		resp.SetVersion(1)
+		_ = rawreq.ReadResponse(bad.c, 99, resp)
+		answered <- time.Now()
+		if r := resp.(*kmsg.SASLAuthenticateResponse); r.ErrorCode != kerr.SaslAuthenticationFailed.Code {
+			t.Errorf("wrong password: error %d, want 58", r.ErrorCode)
+		}
+	}()
+	good := &saslConn{t: t, c: dial(t, addr)}
+	good.plainLogin("alice", 1)
+	good.metadata()
+	goodDone := time.Now()
+	at := <-answered
+	if at.Sub(sent) < delay {
+		t.Errorf("failed login answered after %v, want at least %v", at.Sub(sent), delay)
+	}
+	if !goodDone.Before(at) {
+		t.Errorf("another connection waited for the delayed failure")
+	}
+	waitClosed(t, bad.c)
+}
+
+// TestSASLMaxReceive (sasl.server.max.receive.size): before login a frame
+// over 512 KiB closes the connection without being read; after login the
+// connection's limit is MaxRequestBytes again.
+func TestSASLMaxReceive(t *testing.T) {
+	t.Parallel()
+	addr := saslServer(t, Config{MaxRequestBytes: 4 << 20})
+	c := dial(t, addr)
+	if _, err := c.Write([]byte{0, 0x10, 0, 0}); err != nil { // declares 1 MiB
+		t.Fatal(err)
+	}
+	waitClosed(t, c)
+	ok := &saslConn{t: t, c: dial(t, addr)}
+	ok.plainLogin("alice", 1)
+	md := kmsg.NewPtrMetadataRequest()
+	md.SetVersion(1)
+	for range 20000 { // a 1 MiB+ Metadata request: allowed once authenticated
+		md.Topics = append(md.Topics, kmsg.MetadataRequestTopic{Topic: kmsg.StringPtr(strings.Repeat("t", 50))})
+	}
+	if f := rawreq.Frame(md, 1, nil); len(f) <= SASLMaxReceiveBytes {
+		t.Fatalf("frame of %d bytes is not over the limit", len(f))
+	}
+	ok.roundTrip(md, 1)
+}

@@ -184,21 +184,33 @@ type Config struct {
 	OnSessionExpired func()
 	// Now is the clock of session lifetimes (tests); nil is time.Now.
 	Now func() time.Time
+	// FailedAuthenticationDelay holds back the answer to a failed SASL
+	// authentication (and so the close after it), as Kafka's
+	// connection.failed.authentication.delay.ms (default 100 ms in kawa
+	// serve; 0 here is none): a password-guessing client is slowed, and the
+	// wait runs on that connection's writer, so no other connection waits.
+	FailedAuthenticationDelay time.Duration
 }
+
+// SASLMaxReceiveBytes bounds a request before SASL authentication succeeds,
+// as Kafka's sasl.server.max.receive.size (default 524288): an
+// unauthenticated peer cannot make the broker reserve MaxRequestBytes.
+const SASLMaxReceiveBytes = 512 << 10
 
 // ConfigFrom returns the server settings of a broker config (after
 // config.Broker.WithDefaults), with logger lg.
 func ConfigFrom(b config.Broker, lg *slog.Logger) Config {
 	return Config{
-		MaxRequestBytes:       b.MaxRequestBytes,
-		MaxInFlight:           b.MaxInFlight,
-		QueuedMaxRequestBytes: b.QueuedMaxRequestBytes,
-		RequestReadTimeout:    b.RequestReadTimeout,
-		MaxConnections:        b.MaxConnections,
-		MaxConnectionsPerIP:   b.MaxConnectionsPerIP,
-		MaxIdle:               b.ConnectionsMaxIdle,
-		ConnectionsMaxReauth:  b.ConnectionsMaxReauth,
-		Logger:                lg,
+		MaxRequestBytes:           b.MaxRequestBytes,
+		MaxInFlight:               b.MaxInFlight,
+		QueuedMaxRequestBytes:     b.QueuedMaxRequestBytes,
+		RequestReadTimeout:        b.RequestReadTimeout,
+		MaxConnections:            b.MaxConnections,
+		MaxConnectionsPerIP:       b.MaxConnectionsPerIP,
+		MaxIdle:                   b.ConnectionsMaxIdle,
+		ConnectionsMaxReauth:      b.ConnectionsMaxReauth,
+		FailedAuthenticationDelay: b.FailedAuthenticationDelay,
+		Logger:                    lg,
 	}
 }
 
@@ -508,8 +520,8 @@ var errReadTimeout = errors.New("request not received within the request read ti
 // the frame and the bytes reserved for it (released by the caller once the
 // request is answered); on error nothing stays reserved.
 // idleDeadline, already set on the socket, still bounds the whole frame.
-func (c *conn) readFrame(r *bufio.Reader, idleDeadline time.Time) ([]byte, int64, error) {
-	n, err := wire.ReadFrameSize(r, c.s.cfg.MaxRequestBytes)
+func (c *conn) readFrame(r *bufio.Reader, idleDeadline time.Time, maxBytes int32) ([]byte, int64, error) {
+	n, err := wire.ReadFrameSize(r, maxBytes)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -572,7 +584,11 @@ func (c *conn) readLoop() {
 		if c.stopped.Load() {
 			return
 		}
-		frame, reserved, err := c.readFrame(r, idle)
+		maxBytes := c.s.cfg.MaxRequestBytes
+		if c.l.usesSASL() && !sasl.authenticated {
+			maxBytes = min(maxBytes, SASLMaxReceiveBytes)
+		}
+		frame, reserved, err := c.readFrame(r, idle, maxBytes)
 		if err != nil {
 			c.logReadEnd(err)
 			return
@@ -604,7 +620,11 @@ func (c *conn) readLoop() {
 				c.release(reserved)
 				return
 			}
-			c.queue <- pending{h: h, reply: func() (kmsg.Response, error) { return resp, nil }, reserved: reserved}
+			reply := func() (kmsg.Response, error) { return resp, nil }
+			if closeAfter && c.s.cfg.FailedAuthenticationDelay > 0 {
+				reply = c.delayed(resp, c.s.cfg.FailedAuthenticationDelay)
+			}
+			c.queue <- pending{h: h, reply: reply, reserved: reserved}
 			if closeAfter {
 				return // the writer sends the failure, then closes
 			}
@@ -774,6 +794,20 @@ func (c *conn) saslStep(st *saslState, h wire.Header, req kmsg.Request) (kmsg.Re
 	}
 	c.s.warn.log("closing connection: unexpected Kafka request during SASL handshake", "remote", c.info.Remote, "api", kmsg.NameForKey(h.Key))
 	return nil, "", true
+}
+
+// delayed is a Reply that answers resp after d, or at once when the
+// connection ends first (shutdown).
+func (c *conn) delayed(resp kmsg.Response, d time.Duration) Reply {
+	return func() (kmsg.Response, error) {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-c.s.done:
+		}
+		return resp, nil
+	}
 }
 
 // sessionLifetime is how long a session that just authenticated lasts, as
