@@ -144,7 +144,9 @@ func shareCrashRecords(t *testing.T) int {
 //     the limit;
 //   - no delivery after a confirmed ACCEPT or REJECT, nor after a confirmed
 //     RELEASE at the limit; a delivery after every confirmed RELEASE below
-//     it; at most one confirmed ACCEPT per record;
+//     it, except one below the limit before the SIGKILL (its next
+//     acquisition may have died with the broker: durable, so the restart
+//     archives it); at most one confirmed ACCEPT per record;
 //   - the dead member's records delivered again to a live member with a
 //     higher delivery count, not before their lock expired (unless the
 //     broker restart ended the lock first);
@@ -241,7 +243,7 @@ func TestShareGroupAcceptanceSIGKILL(t *testing.T) {
 	for _, ds := range h.recs {
 		sort.SliceStable(ds, func(i, j int) bool { return ds[i].count < ds[j].count })
 	}
-	checkShareHistory(t, h, n, limit, poison)
+	checkShareHistory(t, h, n, limit, poison, killAt)
 	for val, count := range crasherHeld {
 		ds := h.recs[val]
 		if len(ds) == 0 {
@@ -259,10 +261,10 @@ func TestShareGroupAcceptanceSIGKILL(t *testing.T) {
 
 // checkShareHistory checks the delivery-count and acknowledgement rules
 // listed at TestShareGroupAcceptanceSIGKILL over h and the outcome sets.
-func checkShareHistory(t *testing.T, h *shareHistory, n, limit int, poison map[string]bool) {
+func checkShareHistory(t *testing.T, h *shareHistory, n, limit int, poison map[string]bool, killAt time.Time) {
 	t.Helper()
 	accepted, rejected, archived := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	deliveries, uncertain := 0, 0
+	deliveries, uncertain, cutShort := 0, 0, 0
 	for i := range n {
 		val := value(i)
 		ds := h.recs[val]
@@ -288,7 +290,15 @@ func checkShareHistory(t *testing.T, h *shareHistory, n, limit int, poison map[s
 				t.Errorf("record %s delivered again after a confirmed %v at count %d", val, d.ack, d.count)
 			}
 			if d.confirmed && !terminal && last {
-				t.Errorf("record %s released at count %d (limit %d) and never delivered again", val, d.count, limit)
+				// One way is legal: released one below the limit before
+				// the SIGKILL, then acquired by a ShareFetch whose answer
+				// died with the broker. That acquisition was durable, so
+				// the restart ended its lock at the limit: archived.
+				if int(d.count) == limit-1 && d.at.Before(killAt) {
+					cutShort++
+				} else {
+					t.Errorf("record %s released at count %d (limit %d) and never delivered again", val, d.count, limit)
+				}
 			}
 			if d.confirmed && d.ack == kgo.AckAccept {
 				accepts++
@@ -323,8 +333,8 @@ func checkShareHistory(t *testing.T, h *shareHistory, n, limit int, poison map[s
 			t.Errorf("poison record %s not archived", val)
 		}
 	}
-	t.Logf("%d records, %d deliveries (%d with unconfirmed acks): %d accepted, %d rejected, %d archived (%d poison)",
-		n, deliveries, uncertain, len(accepted), len(rejected), len(archived), len(poison))
+	t.Logf("%d records, %d deliveries (%d with unconfirmed acks): %d accepted, %d rejected, %d archived (%d poison, %d at the limit by an acquisition the SIGKILL cut short)",
+		n, deliveries, uncertain, len(accepted), len(rejected), len(archived), len(poison), cutShort)
 }
 
 // shareCrasher joins group with raw requests, acquires up to take records

@@ -19,7 +19,7 @@ import (
 // UNKNOWN_TOPIC_OR_PARTITION, NON_EMPTY_GROUP (the group has members),
 // INVALID_REQUEST (negative offset). With an authorizer, READ on the group
 // is needed, else GROUP_AUTHORIZATION_FAILED (topic-level checks: not yet).
-func (b *Broker) handleAlterShareGroupOffsets(_ context.Context, info wire.RequestInfo, req kmsg.Request) reply {
+func (b *Broker) handleAlterShareGroupOffsets(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.AlterShareGroupOffsetsRequest)
 	resp := r.ResponseKind().(*kmsg.AlterShareGroupOffsetsResponse)
 	if r.GroupID == "" {
@@ -40,7 +40,7 @@ func (b *Broker) handleAlterShareGroupOffsets(_ context.Context, info wire.Reque
 			if !known || rp.Partition < 0 || rp.Partition >= t.Partitions {
 				err = kerr.UnknownTopicOrPartition
 			} else {
-				err = b.shares.SetStartOffset(r.GroupID, share.TP{Topic: rt.Topic, Partition: rp.Partition}, rp.StartOffset)
+				err = b.shares.SetStartOffset(ctx, r.GroupID, share.TP{Topic: rt.Topic, Partition: rp.Partition}, rp.StartOffset)
 			}
 			sp.ErrorCode, sp.ErrorMessage = errCode(err), errMsg(err)
 			st.Partitions = append(st.Partitions, sp)

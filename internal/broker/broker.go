@@ -124,7 +124,7 @@ func Open(fsys vfs.FS, cfg config.Broker, host string, port int32, lg *slog.Logg
 		b.Close()
 		return nil, err
 	}
-	if b.shares, err = share.Open(fsys, filepath.Join(cfg.DataDir, shareStateDir), time.Now); err != nil {
+	if err := b.openShares(); err != nil {
 		b.Close()
 		return nil, err
 	}

@@ -18,7 +18,7 @@ import (
 // group has members); per topic UNKNOWN_TOPIC_OR_PARTITION. With an
 // authorizer, DELETE on the group is needed, else GROUP_AUTHORIZATION_FAILED
 // (topic-level checks: not yet).
-func (b *Broker) handleDeleteShareGroupOffsets(_ context.Context, info wire.RequestInfo, req kmsg.Request) reply {
+func (b *Broker) handleDeleteShareGroupOffsets(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.DeleteShareGroupOffsetsRequest)
 	resp := r.ResponseKind().(*kmsg.DeleteShareGroupOffsetsResponse)
 	if r.GroupID == "" {
@@ -38,7 +38,7 @@ func (b *Broker) handleDeleteShareGroupOffsets(_ context.Context, info wire.Requ
 		st := kmsg.DeleteShareGroupOffsetsResponseTopic{Topic: rt.Topic, TopicID: t.ID}
 		if !known {
 			st.ErrorCode = kerr.UnknownTopicOrPartition.Code
-		} else if err := b.shares.DeleteTopicState(r.GroupID, rt.Topic); err != nil {
+		} else if err := b.shares.DeleteTopicState(ctx, r.GroupID, rt.Topic); err != nil {
 			if err == kerr.NonEmptyGroup || err == kerr.GroupIDNotFound {
 				resp.ErrorCode, resp.ErrorMessage = errCode(err), errMsg(err)
 				resp.Topics = nil

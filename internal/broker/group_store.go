@@ -26,6 +26,16 @@ func (s offsetsStore) Append(ctx context.Context, recs []group.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
+	next, err := s.appendBatch(recs)
+	if err != nil {
+		return err
+	}
+	return s.p.WaitDurable(ctx, next)
+}
+
+// appendBatch appends recs as one batch and returns the offset after it,
+// without waiting for it to be durable.
+func (s offsetsStore) appendBatch(recs []group.Record) (int64, error) {
 	ts := time.Now().UnixMilli()
 	krs := make([]kmsg.Record, len(recs))
 	for i, r := range recs {
@@ -34,13 +44,13 @@ func (s offsetsStore) Append(ctx context.Context, recs []group.Record) error {
 	b := batch.Encode(batch.Header{FirstTimestamp: ts, MaxTimestamp: ts, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, krs)
 	h, err := batch.ParseHeader(b)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	res, err := s.p.Append(b, h, false, time.Now())
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return s.p.WaitDurable(ctx, res.LastOffset+1)
+	return res.LastOffset + 1, nil
 }
 
 // readAll returns every record of the partition in offset order (replay at

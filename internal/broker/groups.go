@@ -249,7 +249,7 @@ func (b *Broker) handleDeleteGroups(ctx context.Context, info wire.RequestInfo, 
 	}
 	return later(func() kmsg.Response {
 		resp := b.groups.DeleteGroups(ctx, r)
-		b.deleteShareGroups(resp)
+		b.deleteShareGroups(ctx, resp)
 		resp.Groups = append(resp.Groups, refused...)
 		return resp
 	})

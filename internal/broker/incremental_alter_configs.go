@@ -34,7 +34,7 @@ func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, info wire.Re
 		if code := b.configAuthorized(info, kmsg.ACLOperationAlterConfigs, rr.ResourceType, rr.ResourceName); code != 0 {
 			err = kerr.ErrorForCode(code)
 		} else if rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig {
-			err = b.setShareGroupConfigs(rr, r.ValidateOnly)
+			err = b.setShareGroupConfigs(ctx, rr, r.ValidateOnly)
 		} else {
 			err = b.setTopicConfigs(rr.ResourceType, rr.ResourceName, func(cur map[string]string, eff config.Topic) (map[string]string, error) {
 				return incremental(cur, eff, rr.Configs)

@@ -34,23 +34,27 @@ import (
 // Authorization (with an authorizer): READ on the group (else
 // GROUP_AUTHORIZATION_FAILED) and READ on each topic (else its partitions
 // are TOPIC_AUTHORIZATION_FAILED and not acknowledged).
-func (b *Broker) handleShareAcknowledge(_ context.Context, info wire.RequestInfo, req kmsg.Request) reply {
+func (b *Broker) handleShareAcknowledge(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.ShareAcknowledgeRequest)
+	return func() (kmsg.Response, error) { return b.shareAcknowledge(ctx, info, r), nil }
+}
+
+// shareAcknowledge answers r once its acknowledgements are durable.
+func (b *Broker) shareAcknowledge(ctx context.Context, info wire.RequestInfo, r *kmsg.ShareAcknowledgeRequest) *kmsg.ShareAcknowledgeResponse {
 	resp := r.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
-	done := func() (kmsg.Response, error) { return resp, nil }
 	if r.GroupID == nil || *r.GroupID == "" || r.MemberID == nil || *r.MemberID == "" {
 		resp.ErrorCode = kerr.InvalidRequest.Code
-		return done
+		return resp
 	}
 	groupID, memberID := *r.GroupID, *r.MemberID
 	if !b.groupRead(info, groupID) {
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-		return done
+		return resp
 	}
 	resp.AcquisitionLockTimeoutMillis = int32(b.shares.LockDuration(groupID).Milliseconds())
 	if err := b.shares.AckSession(groupID, memberID, r.ShareSessionEpoch); err != nil {
 		resp.ErrorCode, resp.ErrorMessage = errCode(err), errMsg(err)
-		return done
+		return resp
 	}
 	for _, rt := range r.Topics {
 		st := kmsg.ShareAcknowledgeResponseTopic{TopicID: rt.TopicID}
@@ -73,7 +77,7 @@ func (b *Broker) handleShareAcknowledge(_ context.Context, info wire.RequestInfo
 			for _, ab := range rp.AcknowledgementBatches {
 				acks = append(acks, share.Ack{First: ab.FirstOffset, Last: ab.LastOffset, Types: ab.AcknowledgeTypes})
 			}
-			if err := b.shares.Acknowledge(groupID, memberID, share.TP{Topic: t.Name, Partition: rp.Partition}, acks); err != nil {
+			if err := b.shares.Acknowledge(ctx, groupID, memberID, share.TP{Topic: t.Name, Partition: rp.Partition}, acks); err != nil {
 				sp.ErrorCode, sp.ErrorMessage = errCode(err), errMsg(err)
 			}
 			st.Partitions = append(st.Partitions, sp)
@@ -81,9 +85,9 @@ func (b *Broker) handleShareAcknowledge(_ context.Context, info wire.RequestInfo
 		resp.Topics = append(resp.Topics, st)
 	}
 	if r.ShareSessionEpoch == share.SessionClose {
-		if err := b.shares.CloseSession(groupID, memberID); err != nil {
+		if err := b.shares.CloseSession(ctx, groupID, memberID); err != nil {
 			resp.ErrorCode, resp.ErrorMessage = errCode(err), errMsg(err)
 		}
 	}
-	return done
+	return resp
 }

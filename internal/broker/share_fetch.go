@@ -141,12 +141,12 @@ func (b *Broker) shareFetch(ctx context.Context, pollDone <-chan struct{}, r *km
 	for _, x := range acked {
 		a := answer(x.id, x.tp)
 		a.acked = true
-		if err := b.shares.Acknowledge(groupID, memberID, x.tp, x.acks); err != nil {
+		if err := b.shares.Acknowledge(ctx, groupID, memberID, x.tp, x.acks); err != nil {
 			a.sp.AcknowledgeErrorCode, a.sp.AcknowledgeErrorMessage = errCode(err), errMsg(err)
 		}
 	}
 	if r.ShareSessionEpoch == share.SessionClose {
-		if err := b.shares.CloseSession(groupID, memberID); err != nil {
+		if err := b.shares.CloseSession(ctx, groupID, memberID); err != nil {
 			resp.ErrorCode, resp.ErrorMessage = errCode(err), errMsg(err)
 		}
 	}
@@ -161,7 +161,7 @@ func (b *Broker) shareFetch(ctx context.Context, pollDone <-chan struct{}, r *km
 	deadline := time.Now().Add(time.Duration(r.MaxWaitMillis) * time.Millisecond)
 	for len(tps) > 0 {
 		wakes := append(b.shareWakes(tps), b.shares.Wake())
-		if n := b.shareFetchOnce(groupID, memberID, tps, max, maxBytes, answer); n > 0 || !time.Now().Before(deadline) || ctx.Err() != nil {
+		if n := b.shareFetchOnce(ctx, groupID, memberID, tps, max, maxBytes, answer); n > 0 || !time.Now().Before(deadline) || ctx.Err() != nil {
 			break
 		}
 		wait := time.Until(deadline)
@@ -210,7 +210,7 @@ func (b *Broker) shareWakes(tps []share.TP) []<-chan struct{} {
 
 // shareFetchOnce acquires records from each partition once, up to max
 // records and maxBytes over all of them, and returns the records acquired.
-func (b *Broker) shareFetchOnce(groupID, memberID string, tps []share.TP, max, maxBytes int, answer func([16]byte, share.TP) *shareAnswer) int {
+func (b *Broker) shareFetchOnce(ctx context.Context, groupID, memberID string, tps []share.TP, max, maxBytes int, answer func([16]byte, share.TP) *shareAnswer) int {
 	n, bytes := 0, 0
 	iso := partition.ReadUncommitted
 	if b.shares.ReadCommitted(groupID) {
@@ -242,7 +242,7 @@ func (b *Broker) shareFetchOnce(groupID, memberID string, tps []share.TP, max, m
 			continue
 		}
 		spans, raws := shareSpans(res)
-		acq, err := b.shares.Acquire(groupID, memberID, tp, from, spans, bound, max-n)
+		acq, err := b.shares.Acquire(ctx, groupID, memberID, tp, from, spans, bound, max-n)
 		if err != nil {
 			a := answer(t.ID, tp)
 			a.sp.ErrorCode, a.sp.ErrorMessage = kerr.KafkaStorageError.Code, kmsg.StringPtr(err.Error())

@@ -2,20 +2,63 @@ package broker
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kawa-broker/kawa/internal/group"
 	"github.com/kawa-broker/kawa/internal/share"
 )
 
-// shareStateDir is the share coordinator's directory under the data dir
-// (Kafka's __share_group_state; see internal/share's package comment). Its
-// name has no "-<partition>" suffix, so it never looks like a partition.
-const shareStateDir = "share-group-state"
+// shareStore is the share coordinator's state log: partition 0 of the
+// internal topic __share_group_state (Kafka's name), written like
+// __consumer_offsets (offsetsStore) but answering before the fsync with a
+// wait, so the coordinator can append under its lock and wait outside it.
+type shareStore struct{ s offsetsStore }
+
+// Append implements share.Store.
+func (st shareStore) Append(recs []share.Record) (func(context.Context) error, error) {
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	out := make([]group.Record, len(recs))
+	for i, r := range recs {
+		out[i] = group.Record(r)
+	}
+	next, err := st.s.appendBatch(out)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error { return st.s.p.WaitDurable(ctx, next) }, nil
+}
+
+// openShares creates __share_group_state if needed, replays it and starts
+// the share coordinator.
+func (b *Broker) openShares() error {
+	p, err := b.internalPartition(shareStateTopic)
+	if err != nil {
+		return err
+	}
+	recs, err := readAll(p)
+	if err != nil {
+		return fmt.Errorf("broker: replay %s: %w", shareStateTopic, err)
+	}
+	b.shares = share.New(shareStore{offsetsStore{p: p}}, time.Now)
+	srecs := make([]share.Record, len(recs))
+	for i, r := range recs {
+		srecs[i] = share.Record(r)
+	}
+	if err := b.shares.Load(srecs); err != nil {
+		return fmt.Errorf("broker: load share groups: %w", err)
+	}
+	b.lg.Info("share coordinator loaded", "records", len(recs))
+	return nil
+}
 
 // shareTopics resolves a subscribed topic for the share coordinator's
 // assignment: internal topics are never assigned.
@@ -32,7 +75,7 @@ func (b *Broker) shareTopics() share.Topics {
 // setShareGroupConfigs applies an IncrementalAlterConfigs GROUP resource:
 // every change is validated before any is stored. Errors: INVALID_CONFIG
 // (unknown name, bad value), INVALID_REQUEST (APPEND/SUBTRACT, unknown op).
-func (b *Broker) setShareGroupConfigs(rr kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) error {
+func (b *Broker) setShareGroupConfigs(ctx context.Context, rr kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) error {
 	if rr.ResourceName == "" {
 		return fmt.Errorf("%w: a GROUP resource needs a group ID", kerr.InvalidRequest)
 	}
@@ -49,7 +92,7 @@ func (b *Broker) setShareGroupConfigs(rr kmsg.IncrementalAlterConfigsRequestReso
 			default:
 				return fmt.Errorf("%w: operation %d does not apply to group configs", kerr.InvalidRequest, c.Op)
 			}
-			if err := b.shares.SetConfig(rr.ResourceName, c.Name, v, validateOnly || pass == 0); err != nil {
+			if err := b.shares.SetConfig(ctx, rr.ResourceName, c.Name, v, validateOnly || pass == 0); err != nil {
 				return err
 			}
 		}
@@ -61,7 +104,7 @@ func (b *Broker) setShareGroupConfigs(rr kmsg.IncrementalAlterConfigsRequestReso
 // group coordinator: a group it does not know that is a share group is
 // deleted here (KIP-932: DeleteGroups deletes share groups too, with their
 // state; NON_EMPTY_GROUP while members remain).
-func (b *Broker) deleteShareGroups(resp kmsg.Response) {
+func (b *Broker) deleteShareGroups(ctx context.Context, resp kmsg.Response) {
 	dr, ok := resp.(*kmsg.DeleteGroupsResponse)
 	if !ok {
 		return
@@ -71,7 +114,7 @@ func (b *Broker) deleteShareGroups(resp kmsg.Response) {
 		if g.ErrorCode != kerr.GroupIDNotFound.Code || !b.shares.Has(g.Group) {
 			continue
 		}
-		err := b.shares.Delete(g.Group)
+		err := b.shares.Delete(ctx, g.Group)
 		g.ErrorCode, g.ErrorMessage = errCode(err), errMsg(err)
 	}
 }

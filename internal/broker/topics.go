@@ -17,6 +17,7 @@ import (
 const (
 	consumerOffsetsTopic = "__consumer_offsets"
 	txnStateTopic        = "__transaction_state"
+	shareStateTopic      = "__share_group_state" // internal/share's state log (share_groups.go)
 )
 
 // validTopicName follows Kafka's Topic.validate: 1-249 chars of
@@ -59,7 +60,7 @@ func (b *Broker) newTopic(name string, partitions int32, replication int16, conf
 	if _, ok := b.catalog.Get(name); ok {
 		return meta.Topic{}, fmt.Errorf("%w: topic %q already exists", kerr.TopicAlreadyExists, name)
 	}
-	return meta.Topic{Name: name, Partitions: partitions, Configs: configs, Internal: name == consumerOffsetsTopic || name == txnStateTopic}, nil
+	return meta.Topic{Name: name, Partitions: partitions, Configs: configs, Internal: name == consumerOffsetsTopic || name == txnStateTopic || name == shareStateTopic}, nil
 }
 
 // createTopic stores t and opens its partitions.

@@ -9,23 +9,30 @@
 // KIP-932 assignment; it trades fetch fan-out for never leaving a
 // partition unconsumed during membership changes.
 //
-// Durability: Kafka keeps share state in the share coordinator's
-// __share_group_state topic. Kawa keeps one JSON snapshot per group, in
-// <dir>/<hex(group id)>.json, written atomically and fsynced through
-// internal/vfs (vfs.WriteFileAtomic) before an acknowledgement is
-// answered. The snapshot holds the group's configs and, per partition, the
-// SPSO, the SPEO and the state and delivery count of every offset between
-// them. Acquisitions are not persisted: after a restart records that were
-// acquired are available again (redelivered), acknowledged ones never are.
+// Durability: as in Kafka, share state lives in an internal topic,
+// __share_group_state, written through the Store the broker gives (one
+// partition, durable before Append's wait returns). Each change appends
+// the whole new state of what it touched: a group record (the group
+// exists; its configs) or a share-partition record (SPSO, SPEO and the
+// state and delivery count of every offset between them, run-length
+// encoded); later records win, nil values are tombstones, and Load
+// replays the log at start. Changes are appended under the coordinator's
+// lock, so the log order is the order of the changes, and waited for
+// after it, so concurrent requests share one fsync. An acquisition is
+// appended (as its new delivery count) and durable before the ShareFetch
+// is answered, an acknowledgement before its answer; a restart ends every
+// acquisition lock as an expiry would: records that were acquired are
+// available again with their delivery counts kept (redelivered), or
+// archived at the limit; acknowledged ones are never redelivered.
+//
+// Locking: one mutex over all groups; no goroutines (timeouts are applied
+// lazily by the next request that looks at a group).
 package share
 
 import (
-	"encoding/hex"
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,8 +40,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-
-	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
 // Defaults of the broker configs KIP-932 names.
@@ -90,41 +95,19 @@ type group struct {
 // lock timeouts are applied lazily, by the next request that looks at the
 // group, using the injected clock.
 type Coordinator struct {
-	fs  vfs.FS
-	dir string
-	now func() time.Time
+	store Store
+	now   func() time.Time
 
 	mu     sync.Mutex
 	groups map[string]*group
 	wake   chan struct{} // closed and replaced when records become available
 }
 
-// Open loads every group snapshot under dir (created if missing). now is
-// the clock (time.Now in production, fake in tests).
-func Open(fsys vfs.FS, dir string, now func() time.Time) (*Coordinator, error) {
-	if err := vfs.MkdirAllDurable(fsys, dir); err != nil {
-		return nil, fmt.Errorf("share: %w", err)
-	}
-	c := &Coordinator{fs: fsys, dir: dir, now: now, groups: map[string]*group{}, wake: make(chan struct{})}
-	ents, err := fsys.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("share: %w", err)
-	}
-	for _, e := range ents {
-		if filepath.Ext(e.Name()) != ".json" {
-			continue
-		}
-		b, err := vfs.ReadFile(fsys, filepath.Join(dir, e.Name()))
-		if err != nil {
-			return nil, fmt.Errorf("share: %w", err)
-		}
-		g, err := decode(b)
-		if err != nil {
-			return nil, fmt.Errorf("share: %s: %w", e.Name(), err)
-		}
-		c.groups[g.id] = g
-	}
-	return c, nil
+// New returns a coordinator persisting to store (call Load with the
+// store's records before serving). now is the clock (time.Now in
+// production, fake in tests).
+func New(store Store, now func() time.Time) *Coordinator {
+	return &Coordinator{store: store, now: now, groups: map[string]*group{}, wake: make(chan struct{})}
 }
 
 // Wake returns a channel closed when records are released (RELEASE, lock
@@ -185,7 +168,7 @@ func (c *Coordinator) ReadCommitted(groupID string) bool {
 
 // SetConfig validates and stores one group config (value nil deletes it)
 // durably. Errors: kerr.InvalidConfig for an unknown name or bad value.
-func (c *Coordinator) SetConfig(groupID, name string, value *string, validateOnly bool) error {
+func (c *Coordinator) SetConfig(ctx context.Context, groupID, name string, value *string, validateOnly bool) error {
 	if value != nil {
 		if err := validConfig(name, *value); err != nil {
 			return err
@@ -196,15 +179,38 @@ func (c *Coordinator) SetConfig(groupID, name string, value *string, validateOnl
 	if validateOnly {
 		return nil
 	}
+	return c.durably(ctx, func() (func(context.Context) error, error) {
+		g := c.groupLocked(groupID, true)
+		if value == nil {
+			delete(g.configs, name)
+		} else {
+			g.configs[name] = *value
+		}
+		return c.appendLocked(groupRecord(g))
+	})
+}
+
+// durably runs change under the coordinator's lock, then waits, unlocked,
+// until what it appended is durable (a nil wait: it appended nothing).
+func (c *Coordinator) durably(ctx context.Context, change func() (func(context.Context) error, error)) error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	g := c.groupLocked(groupID, true)
-	if value == nil {
-		delete(g.configs, name)
-	} else {
-		g.configs[name] = *value
+	wait, err := change()
+	c.mu.Unlock()
+	if err != nil || wait == nil {
+		return err
 	}
-	return c.saveLocked(g)
+	return wait(ctx)
+}
+
+// partRecordsLocked is the state record of each of g's partitions in tps.
+func partRecordsLocked(g *group, tps []TP) []Record {
+	recs := make([]Record, 0, len(tps))
+	for _, tp := range tps {
+		if sp := g.parts[tp]; sp != nil {
+			recs = append(recs, partRecord(g.id, tp, sp, g.limit()))
+		}
+	}
+	return recs
 }
 
 // Configs returns a copy of the group's config overrides.
@@ -563,24 +569,26 @@ func (c *Coordinator) AckSession(groupID, memberID string, epoch int32) error {
 
 // CloseSession ends the member's share session (epoch -1) and releases
 // every record it still holds, persisting the change. Errors:
-// kerr.UnknownMemberID, or the snapshot write's error.
-func (c *Coordinator) CloseSession(groupID, memberID string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	g, m, err := c.sessionMemberLocked(groupID, memberID)
-	if err != nil {
-		return err
-	}
-	m.session, m.sessionEpoch = nil, 0
-	any := false
-	for _, sp := range g.parts {
-		any = sp.releaseMember(memberID, g.limit()) || any
-	}
-	if !any {
-		return nil
-	}
-	c.wakeLocked()
-	return c.saveLocked(g)
+// kerr.UnknownMemberID, or the state log's error.
+func (c *Coordinator) CloseSession(ctx context.Context, groupID, memberID string) error {
+	return c.durably(ctx, func() (func(context.Context) error, error) {
+		g, m, err := c.sessionMemberLocked(groupID, memberID)
+		if err != nil {
+			return nil, err
+		}
+		m.session, m.sessionEpoch = nil, 0
+		var changed []TP
+		for tp, sp := range g.parts {
+			if sp.releaseMember(memberID, g.limit()) {
+				changed = append(changed, tp)
+			}
+		}
+		if len(changed) == 0 {
+			return nil, nil
+		}
+		c.wakeLocked()
+		return c.appendLocked(partRecordsLocked(g, changed)...)
+	})
 }
 
 // partLocked returns the share-partition, creating it with its SPSO at
@@ -621,7 +629,9 @@ func (c *Coordinator) ReadFrom(groupID string, tp TP, logStart, hw, bound int64)
 	}
 	sp := c.partLocked(g, tp, logStart, hw)
 	if sp.expire(c.now(), g.limit()) {
-		_ = c.saveLocked(g) // archived records must stay archived; a failed write is retried by the next change
+		// Records archived at the limit must stay archived; nothing waits
+		// on it, and a failed append is retried by the next change.
+		_, _ = c.appendLocked(partRecord(g.id, tp, sp, g.limit()))
 	}
 	off := sp.firstAvailable()
 	return off, off < bound
@@ -631,25 +641,31 @@ func (c *Coordinator) ReadFrom(groupID string, tp TP, logStart, hw, bound int64)
 // member (ShareFetch's acquisition) and returns the acquired runs. The new
 // delivery counts are persisted before it returns, so a crash after the
 // records went out cannot hand them out again under the same count (the
-// delivery-count limit holds over restarts). Errors: the snapshot write's;
+// delivery-count limit holds over restarts). Errors: the state log's;
 // nothing is acquired then.
-func (c *Coordinator) Acquire(groupID, memberID string, tp TP, from int64, spans []Span, bound int64, max int) ([]Acquired, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	g := c.groups[groupID]
-	if g == nil || g.members[memberID] == nil {
-		return nil, nil
-	}
-	sp := g.parts[tp]
-	if sp == nil {
-		return nil, nil
-	}
-	acq := sp.acquire(from, spans, bound, memberID, c.now().Add(g.duration(ConfigLockDuration, DefaultLockDuration)), max, g.limit())
-	if len(acq) == 0 {
-		return nil, nil
-	}
-	if err := c.saveLocked(g); err != nil {
-		sp.unacquire(acq)
+func (c *Coordinator) Acquire(ctx context.Context, groupID, memberID string, tp TP, from int64, spans []Span, bound int64, max int) ([]Acquired, error) {
+	var acq []Acquired
+	err := c.durably(ctx, func() (func(context.Context) error, error) {
+		g := c.groups[groupID]
+		if g == nil || g.members[memberID] == nil {
+			return nil, nil
+		}
+		sp := g.parts[tp]
+		if sp == nil {
+			return nil, nil
+		}
+		acq = sp.acquire(from, spans, bound, memberID, c.now().Add(g.duration(ConfigLockDuration, DefaultLockDuration)), max, g.limit())
+		if len(acq) == 0 {
+			return nil, nil
+		}
+		wait, err := c.appendLocked(partRecord(g.id, tp, sp, g.limit()))
+		if err != nil {
+			sp.unacquire(acq)
+			acq = nil
+		}
+		return wait, err
+	})
+	if err != nil {
 		return nil, err
 	}
 	return acq, nil
@@ -714,21 +730,38 @@ func nonGap(types []int8, i, j int64) bool {
 // persists the result before returning. Errors: kerr.InvalidRecordState
 // when an offset is not acquired by this member (lock expired, already
 // acknowledged), kerr.InvalidRequest for malformed batches, or the
-// snapshot write's error.
-func (c *Coordinator) Acknowledge(groupID, memberID string, tp TP, acks []Ack) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// state log's error.
+func (c *Coordinator) Acknowledge(ctx context.Context, groupID, memberID string, tp TP, acks []Ack) error {
+	var bad error
+	if err := c.durably(ctx, func() (func(context.Context) error, error) {
+		if bad = c.acknowledgeLocked(groupID, memberID, tp, acks); bad == errNothingAcked {
+			return nil, nil
+		}
+		return c.appendLocked(partRecordsLocked(c.groups[groupID], []TP{tp})...)
+	}); err != nil {
+		return err
+	}
+	return bad
+}
+
+// errNothingAcked is acknowledgeLocked's answer for a group or partition
+// with no state: INVALID_RECORD_STATE, and nothing to persist.
+var errNothingAcked = fmt.Errorf("%w: no share state", kerr.InvalidRecordState)
+
+// acknowledgeLocked applies acks (see Acknowledge) and returns the
+// batches' error.
+func (c *Coordinator) acknowledgeLocked(groupID, memberID string, tp TP, acks []Ack) error {
 	g := c.groups[groupID]
 	if g == nil {
-		return kerr.InvalidRecordState
+		return errNothingAcked
 	}
 	sp := g.parts[tp]
 	if sp == nil {
-		return kerr.InvalidRecordState
+		return errNothingAcked
 	}
+	var bad error
 	now := c.now()
 	sp.expire(now, g.limit())
-	var bad error
 	woke := false
 	for _, a := range acks {
 		if a.Last < a.First || len(a.Types) == 0 || (len(a.Types) != 1 && int64(len(a.Types)) != a.Last-a.First+1) || !knownTypes(a.Types) {
@@ -778,26 +811,24 @@ func (c *Coordinator) Acknowledge(groupID, memberID string, tp TP, acks []Ack) e
 	if woke {
 		c.wakeLocked()
 	}
-	if err := c.saveLocked(g); err != nil {
-		return err
-	}
 	return bad
 }
 
 // Delete removes an empty share group and its state (DeleteGroups).
 // Errors: kerr.GroupIDNotFound, kerr.NonEmptyGroup.
-func (c *Coordinator) Delete(groupID string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, err := c.emptyGroupLocked(groupID)
-	if err != nil {
-		return err
-	}
-	if err := c.fs.Remove(c.path(groupID)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	delete(c.groups, groupID)
-	return c.fs.SyncDir(c.dir)
+func (c *Coordinator) Delete(ctx context.Context, groupID string) error {
+	return c.durably(ctx, func() (func(context.Context) error, error) {
+		g, err := c.emptyGroupLocked(groupID)
+		if err != nil {
+			return nil, err
+		}
+		recs := []Record{groupTombstone(groupID)}
+		for tp := range g.parts {
+			recs = append(recs, Record{Key: partKey(groupID, tp)})
+		}
+		delete(c.groups, groupID)
+		return c.appendLocked(recs...)
+	})
 }
 
 // emptyGroupLocked returns a group that exists and has no members (after
@@ -821,124 +852,24 @@ func (c *Coordinator) Has(groupID string) bool {
 	return c.groups[groupID] != nil
 }
 
-func (c *Coordinator) path(groupID string) string {
-	return filepath.Join(c.dir, hex.EncodeToString([]byte(groupID))+".json")
-}
-
-// snapshot is the file format (see the package comment).
-type snapshot struct {
-	Group   string            `json:"group"`
-	Configs map[string]string `json:"configs,omitempty"`
-	Parts   []partSnap        `json:"partitions,omitempty"`
-}
-
-type partSnap struct {
-	Topic     string    `json:"topic"`
-	Partition int32     `json:"partition"`
-	Start     int64     `json:"spso"`
-	End       int64     `json:"speo"`
-	Runs      []runSnap `json:"runs,omitempty"` // offsets in [spso, speo) with state, in order
-}
-
-// runSnap is offsets [First, Last] with one state and delivery count.
-// Acquired records are stored as available: a lock does not survive a
-// restart.
-type runSnap struct {
-	First int64 `json:"first"`
-	Last  int64 `json:"last"`
-	State int8  `json:"state"`
-	Count int16 `json:"count"`
-}
-
-func (c *Coordinator) saveLocked(g *group) error {
-	s := snapshot{Group: g.id, Configs: g.configs}
-	for tp, sp := range g.parts {
-		ps := partSnap{Topic: tp.Topic, Partition: tp.Partition, Start: sp.start, End: sp.end}
-		offs := make([]int64, 0, len(sp.recs))
-		for o := range sp.recs {
-			offs = append(offs, o)
-		}
-		sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
-		for _, o := range offs {
-			r := sp.recs[o]
-			// A restart ends every acquisition lock as an expiry would:
-			// the record is available again, or archived when its
-			// delivery count reached the limit.
-			st := r.state
-			if st == stateAcquired {
-				st = stateAvailable
-				if int(r.count) >= g.limit() {
-					st = stateArchived
-				}
-			}
-			if k := len(ps.Runs) - 1; k >= 0 && ps.Runs[k].Last == o-1 && ps.Runs[k].State == st && ps.Runs[k].Count == r.count {
-				ps.Runs[k].Last = o
-				continue
-			}
-			ps.Runs = append(ps.Runs, runSnap{First: o, Last: o, State: st, Count: r.count})
-		}
-		s.Parts = append(s.Parts, ps)
-	}
-	sort.Slice(s.Parts, func(i, j int) bool {
-		if s.Parts[i].Topic != s.Parts[j].Topic {
-			return s.Parts[i].Topic < s.Parts[j].Topic
-		}
-		return s.Parts[i].Partition < s.Parts[j].Partition
-	})
-	b, err := json.Marshal(s)
-	if err != nil {
-		return err
-	}
-	return vfs.WriteFileAtomic(c.fs, c.path(g.id), b)
-}
-
-// decode parses a snapshot; bad input is an error, never a panic.
-func decode(b []byte) (*group, error) {
-	var s snapshot
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, err
-	}
-	g := &group{id: s.Group, members: map[string]*member{}, configs: s.Configs, parts: map[TP]*sharePartition{}}
-	if g.configs == nil {
-		g.configs = map[string]string{}
-	}
-	for _, ps := range s.Parts {
-		if ps.End < ps.Start {
-			return nil, fmt.Errorf("speo %d below spso %d", ps.End, ps.Start)
-		}
-		sp := &sharePartition{start: ps.Start, end: ps.End, recs: map[int64]*rec{}}
-		for _, r := range ps.Runs {
-			if r.First < ps.Start || r.Last >= ps.End || r.Last < r.First {
-				return nil, fmt.Errorf("run [%d, %d] outside [%d, %d)", r.First, r.Last, ps.Start, ps.End)
-			}
-			for o := r.First; o <= r.Last; o++ {
-				sp.recs[o] = &rec{state: r.State, count: r.Count}
-			}
-		}
-		sp.advance() // records archived by the restart (delivery limit) may end the window's head
-		g.parts[TP{ps.Topic, ps.Partition}] = sp
-	}
-	return g, nil
-}
-
 // SetStartOffset is AlterShareGroupOffsets for one partition: the SPSO and
 // SPEO move to offset and all in-flight state of the partition is dropped,
 // so delivery restarts there. It creates the group if needed and persists
 // the change. Errors: kerr.NonEmptyGroup while the group has members
 // (KIP-932 requires an empty group), kerr.InvalidRequest for offset < 0.
-func (c *Coordinator) SetStartOffset(groupID string, tp TP, offset int64) error {
+func (c *Coordinator) SetStartOffset(ctx context.Context, groupID string, tp TP, offset int64) error {
 	if groupID == "" || offset < 0 {
 		return kerr.InvalidRequest
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	g := c.groupLocked(groupID, true)
-	c.expireMembersLocked(g, c.now())
-	if len(g.members) > 0 {
-		return kerr.NonEmptyGroup
-	}
-	g.parts[tp] = &sharePartition{start: offset, end: offset, recs: map[int64]*rec{}}
-	return c.saveLocked(g)
+	return c.durably(ctx, func() (func(context.Context) error, error) {
+		g := c.groupLocked(groupID, true)
+		c.expireMembersLocked(g, c.now())
+		if len(g.members) > 0 {
+			return nil, kerr.NonEmptyGroup
+		}
+		g.parts[tp] = &sharePartition{start: offset, end: offset, recs: map[int64]*rec{}}
+		return c.appendLocked(groupRecord(g), partRecord(g.id, tp, g.parts[tp], g.limit()))
+	})
 }
 
 // StartOffsets returns every initialised share-partition of the group with
@@ -962,17 +893,22 @@ func (c *Coordinator) StartOffsets(groupID string) (map[TP]int64, bool) {
 // share-partition of topic is forgotten (the next fetch starts at
 // share.auto.offset.reset again) and the change persisted. Errors:
 // kerr.GroupIDNotFound, kerr.NonEmptyGroup while the group has members.
-func (c *Coordinator) DeleteTopicState(groupID, topic string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	g, err := c.emptyGroupLocked(groupID)
-	if err != nil {
-		return err
-	}
-	for tp := range g.parts {
-		if tp.Topic == topic {
-			delete(g.parts, tp)
+func (c *Coordinator) DeleteTopicState(ctx context.Context, groupID, topic string) error {
+	return c.durably(ctx, func() (func(context.Context) error, error) {
+		g, err := c.emptyGroupLocked(groupID)
+		if err != nil {
+			return nil, err
 		}
-	}
-	return c.saveLocked(g)
+		var recs []Record
+		for tp := range g.parts {
+			if tp.Topic == topic {
+				delete(g.parts, tp)
+				recs = append(recs, Record{Key: partKey(groupID, tp)})
+			}
+		}
+		if len(recs) == 0 {
+			return nil, nil
+		}
+		return c.appendLocked(recs...)
+	})
 }

@@ -1,30 +1,64 @@
 package share
 
 import (
+	"context"
 	"errors"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-
-	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
 var tp = TP{Topic: "q", Partition: 0}
 
 func one(string) (int32, bool) { return 1, true }
 
-// open returns a coordinator on fsys with group "g" reading from the
-// earliest offset and members a and b joined.
-func open(t *testing.T, fsys vfs.FS) *Coordinator {
+var ctx = context.Background()
+
+// memLog is an in-memory state log for the coordinator's unit tests (the
+// broker's is a partition of __share_group_state, tested over the wire):
+// records are durable once a wait returned for them, and a crash keeps
+// only those.
+type memLog struct {
+	mu      sync.Mutex
+	recs    []Record
+	durable int
+}
+
+func newLog() *memLog { return &memLog{} }
+
+func (l *memLog) Append(recs []Record) (func(context.Context) error, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recs = append(l.recs, recs...)
+	n := len(l.recs)
+	return func(context.Context) error {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.durable = max(l.durable, n)
+		return nil
+	}, nil
+}
+
+// crash returns the log as a restart after SIGKILL finds it.
+func (l *memLog) crash() *memLog {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return &memLog{recs: append([]Record(nil), l.recs[:l.durable]...), durable: l.durable}
+}
+
+// open returns a coordinator replaying log, with group "g" reading from
+// the earliest offset and members a and b joined.
+func open(t *testing.T, log *memLog) *Coordinator {
 	t.Helper()
-	c, err := Open(fsys, "state", time.Now)
-	if err != nil {
+	c := New(log, time.Now)
+	if err := c.Load(log.recs); err != nil {
 		t.Fatal(err)
 	}
 	earliest := "earliest"
-	if err := c.SetConfig("g", ConfigAutoOffsetReset, &earliest, false); err != nil {
+	if err := c.SetConfig(ctx, "g", ConfigAutoOffsetReset, &earliest, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range []string{"a", "b"} {
@@ -46,7 +80,7 @@ func acquire(t *testing.T, c *Coordinator, member string) []Acquired {
 	for o := from; o < 10; o++ {
 		spans = append(spans, Span{First: o, Last: o})
 	}
-	acq, err := c.Acquire("g", member, tp, from, spans, 10, 100)
+	acq, err := c.Acquire(ctx, "g", member, tp, from, spans, 10, 100)
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
@@ -58,7 +92,7 @@ func acquire(t *testing.T, c *Coordinator, member string) []Acquired {
 // delivery count 2.
 func TestLockExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := open(t, vfs.NewMem())
+		c := open(t, newLog())
 		if got := acquire(t, c, "a"); len(got) != 1 || got[0] != (Acquired{0, 9, 1}) {
 			t.Fatalf("a acquired %v, want [{0 9 1}]", got)
 		}
@@ -70,7 +104,7 @@ func TestLockExpiry(t *testing.T) {
 		if got := acquire(t, c, "b"); len(got) != 1 || got[0] != (Acquired{0, 9, 2}) {
 			t.Fatalf("b acquired %v after expiry, want [{0 9 2}]", got)
 		}
-		if err := c.Acknowledge("g", "a", tp, []Ack{{0, 9, []int8{AckAccept}}}); !errors.Is(err, kerr.InvalidRecordState) {
+		if err := c.Acknowledge(ctx, "g", "a", tp, []Ack{{0, 9, []int8{AckAccept}}}); !errors.Is(err, kerr.InvalidRecordState) {
 			t.Errorf("ack by the expired holder: %v, want INVALID_RECORD_STATE", err)
 		}
 	})
@@ -80,7 +114,7 @@ func TestLockExpiry(t *testing.T) {
 // exist answer GROUP_ID_NOT_FOUND (Kafka's shareGroup lookup) and create no group (else made-up group IDs would
 // pile up in memory and be described as existing).
 func TestHeartbeatUnknownGroupCreatesNothing(t *testing.T) {
-	c := open(t, vfs.NewMem())
+	c := open(t, newLog())
 	if _, err := c.Heartbeat("nope1", "x", -1, nil, one); !errors.Is(err, kerr.GroupIDNotFound) {
 		t.Errorf("leave of a group that does not exist: %v, want GROUP_ID_NOT_FOUND", err)
 	}
@@ -101,22 +135,22 @@ func TestHeartbeatUnknownGroupCreatesNothing(t *testing.T) {
 // INVALID_REQUEST: none of its offsets change state, and offsets outside the
 // in-flight window do not hide the bad type.
 func TestAcknowledgeUnknownType(t *testing.T) {
-	c := open(t, vfs.NewMem())
+	c := open(t, newLog())
 	acquire(t, c, "a")
 	types := make([]int8, 10)
 	for i := range types {
 		types[i] = AckAccept
 	}
 	types[5] = 99
-	if err := c.Acknowledge("g", "a", tp, []Ack{{0, 9, types}}); !errors.Is(err, kerr.InvalidRequest) {
+	if err := c.Acknowledge(ctx, "g", "a", tp, []Ack{{0, 9, types}}); !errors.Is(err, kerr.InvalidRequest) {
 		t.Errorf("ack with type 99 at offset 5: %v, want INVALID_REQUEST", err)
 	}
 	// All ten are still a's: releasing them succeeds only if none was accepted.
-	if err := c.Acknowledge("g", "a", tp, []Ack{{0, 9, []int8{AckRelease}}}); err != nil {
+	if err := c.Acknowledge(ctx, "g", "a", tp, []Ack{{0, 9, []int8{AckRelease}}}); err != nil {
 		t.Errorf("release 0..9 after the refused batch: %v, want nil", err)
 	}
 	for _, a := range []Ack{{-5, -1, []int8{99}}, {100, 200, []int8{-1}}} {
-		if err := c.Acknowledge("g", "a", tp, []Ack{a}); !errors.Is(err, kerr.InvalidRequest) {
+		if err := c.Acknowledge(ctx, "g", "a", tp, []Ack{a}); !errors.Is(err, kerr.InvalidRequest) {
 			t.Errorf("ack %v outside the in-flight window: %v, want INVALID_REQUEST", a, err)
 		}
 	}
@@ -125,33 +159,73 @@ func TestAcknowledgeUnknownType(t *testing.T) {
 // Accepted records stay accepted over a reopen; acquired ones become
 // available with their delivery count kept.
 func TestReopenKeepsAcks(t *testing.T) {
-	fsys := vfs.NewMem()
-	c := open(t, fsys)
+	log := newLog()
+	c := open(t, log)
 	acquire(t, c, "a")
-	if err := c.Acknowledge("g", "a", tp, []Ack{{0, 4, []int8{AckAccept}}}); err != nil {
+	if err := c.Acknowledge(ctx, "g", "a", tp, []Ack{{0, 4, []int8{AckAccept}}}); err != nil {
 		t.Fatal(err)
 	}
-	c2 := open(t, fsys)
+	c2 := open(t, log.crash())
 	got := acquire(t, c2, "b")
 	if len(got) != 1 || got[0] != (Acquired{5, 9, 2}) {
 		t.Fatalf("after reopen acquired %v, want [{5 9 2}]", got)
 	}
 }
 
-// A corrupt snapshot is an error from Open, never a panic.
-func TestOpenBadSnapshot(t *testing.T) {
-	for _, b := range []string{"", "{", `{"group":"g","partitions":[{"spso":5,"speo":1}]}`,
-		`{"group":"g","partitions":[{"spso":0,"speo":2,"runs":[{"first":0,"last":9}]}]}`} {
-		fsys := vfs.NewMem()
-		if err := vfs.MkdirAllDurable(fsys, "state"); err != nil {
-			t.Fatal(err)
+// A corrupt state record is an error from Load, never a panic (nor a
+// window so large that replaying it exhausts memory).
+func TestLoadBadRecords(t *testing.T) {
+	part := `{"type":"partition","group":"g","topic":"q"}`
+	for _, r := range []Record{
+		{Key: []byte(""), Value: []byte("{}")},
+		{Key: []byte(`{"type":"nope","group":"g"}`), Value: []byte("{}")},
+		{Key: []byte(`{"type":"group","group":"g"}`), Value: []byte("{")},
+		{Key: []byte(part), Value: []byte(`{"spso":5,"speo":1}`)},
+		{Key: []byte(part), Value: []byte(`{"spso":-1,"speo":1}`)},
+		{Key: []byte(part), Value: []byte(`{"spso":0,"speo":2,"runs":[{"first":0,"last":9}]}`)},
+		{Key: []byte(part), Value: []byte(`{"spso":0,"speo":9000000000000000000,"runs":[{"first":0,"last":8999999999999999999}]}`)},
+		{Key: []byte(part), Value: []byte(`{"spso":0,"speo":2,"runs":[{"first":0,"last":1,"state":1}]}`)},
+	} {
+		if err := New(newLog(), time.Now).Load([]Record{r}); err == nil {
+			t.Errorf("Load accepted %s = %s", r.Key, r.Value)
 		}
-		if err := vfs.WriteFileAtomic(fsys, "state/67.json", []byte(b)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := Open(fsys, "state", time.Now); err == nil {
-			t.Errorf("Open accepted snapshot %q", b)
-		}
+	}
+}
+
+// Load replays the log in order: later records win, tombstones delete, and
+// a deleted group comes back only with new records.
+func TestLoadReplay(t *testing.T) {
+	log := newLog()
+	c := open(t, log)
+	acquire(t, c, "a")
+	if err := c.Acknowledge(ctx, "g", "a", tp, []Ack{{0, 9, []int8{AckAccept}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Heartbeat("g", "a", -1, nil, one); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Heartbeat("g", "b", -1, nil, one); err != nil {
+		t.Fatal(err)
+	}
+	c2 := New(log, time.Now)
+	if err := c2.Load(log.crash().recs); err != nil {
+		t.Fatal(err)
+	}
+	if offs, _ := c2.StartOffsets("g"); offs[tp] != 10 {
+		t.Errorf("SPSO after replay %d, want 10", offs[tp])
+	}
+	if got := c2.Configs("g")[ConfigAutoOffsetReset]; got != "earliest" {
+		t.Errorf("share.auto.offset.reset after replay %q, want earliest", got)
+	}
+	if err := c2.Delete(ctx, "g"); err != nil {
+		t.Fatal(err)
+	}
+	c3 := New(log, time.Now)
+	if err := c3.Load(log.crash().recs); err != nil {
+		t.Fatal(err)
+	}
+	if c3.Has("g") {
+		t.Error("group g exists after its deletion was replayed")
 	}
 }
 
@@ -159,9 +233,9 @@ func TestOpenBadSnapshot(t *testing.T) {
 // once (INVALID_RECORD_STATE for the never-acquired tail), not by walking
 // the range; the records in flight it covers are acknowledged.
 func TestAcknowledgeHugeRange(t *testing.T) {
-	c := open(t, vfs.NewMem())
+	c := open(t, newLog())
 	acquire(t, c, "a")
-	err := c.Acknowledge("g", "a", tp, []Ack{{0, 1<<63 - 1, []int8{AckAccept}}})
+	err := c.Acknowledge(ctx, "g", "a", tp, []Ack{{0, 1<<63 - 1, []int8{AckAccept}}})
 	if !errors.Is(err, kerr.InvalidRecordState) {
 		t.Errorf("huge ack: %v, want INVALID_RECORD_STATE", err)
 	}
@@ -176,7 +250,7 @@ func TestAcknowledgeHugeRange(t *testing.T) {
 // epoch below -1 and a join with an empty subscription. A leave of a member
 // the group does not hold is UNKNOWN_MEMBER_ID (it used to answer 0).
 func TestHeartbeatValidation(t *testing.T) {
-	c := open(t, vfs.NewMem())
+	c := open(t, newLog())
 	for _, tc := range []struct {
 		group, member string
 		epoch         int32
@@ -214,26 +288,26 @@ func TestHeartbeatValidation(t *testing.T) {
 // holds no in-flight batch for (it used to answer 0); a GAP there is no
 // claim on a record and passes.
 func TestAcknowledgeBelowStart(t *testing.T) {
-	c := open(t, vfs.NewMem())
+	c := open(t, newLog())
 	acquire(t, c, "a")
-	if err := c.Acknowledge("g", "a", tp, []Ack{{0, 4, []int8{AckAccept}}}); err != nil {
+	if err := c.Acknowledge(ctx, "g", "a", tp, []Ack{{0, 4, []int8{AckAccept}}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, typ := range []int8{AckAccept, AckRelease, AckReject, AckRenew} {
-		if err := c.Acknowledge("g", "a", tp, []Ack{{0, 4, []int8{typ}}}); !errors.Is(err, kerr.InvalidRecordState) {
+		if err := c.Acknowledge(ctx, "g", "a", tp, []Ack{{0, 4, []int8{typ}}}); !errors.Is(err, kerr.InvalidRecordState) {
 			t.Errorf("type %d on 0..4 below the SPSO: %v, want INVALID_RECORD_STATE", typ, err)
 		}
 	}
 	// Per-offset types: only the part below the SPSO is looked at there.
-	if err := c.Acknowledge("g", "a", tp, []Ack{{3, 5, []int8{AckGap, AckAccept, AckAccept}}}); !errors.Is(err, kerr.InvalidRecordState) {
+	if err := c.Acknowledge(ctx, "g", "a", tp, []Ack{{3, 5, []int8{AckGap, AckAccept, AckAccept}}}); !errors.Is(err, kerr.InvalidRecordState) {
 		t.Errorf("ACCEPT of 4 (below the SPSO) and 5: %v, want INVALID_RECORD_STATE", err)
 	}
-	if err := c.Acknowledge("g", "a", tp, []Ack{{0, 3, []int8{AckGap}}, {6, 6, []int8{AckAccept}}}); err != nil {
+	if err := c.Acknowledge(ctx, "g", "a", tp, []Ack{{0, 3, []int8{AckGap}}, {6, 6, []int8{AckAccept}}}); err != nil {
 		t.Errorf("GAP below the SPSO and ACCEPT of 6: %v, want nil", err)
 	}
 	// 5 was accepted by the refused batch above (its own offset was fine),
 	// 6 just now; 7..9 are still a's.
-	if err := c.Acknowledge("g", "a", tp, []Ack{{7, 9, []int8{AckAccept}}}); err != nil {
+	if err := c.Acknowledge(ctx, "g", "a", tp, []Ack{{7, 9, []int8{AckAccept}}}); err != nil {
 		t.Errorf("ACCEPT of 7..9: %v", err)
 	}
 	if got := acquire(t, c, "b"); len(got) != 0 {
@@ -248,7 +322,7 @@ func TestAcknowledgeBelowStart(t *testing.T) {
 // ShareAcknowledge cannot open one, and -1 closes the session releasing
 // the member's records.
 func TestSessionEpochs(t *testing.T) {
-	c := open(t, vfs.NewMem())
+	c := open(t, newLog())
 	if _, err := c.FetchSession("g", "a", 1, []TP{tp}, nil, false); !errors.Is(err, kerr.ShareSessionNotFound) {
 		t.Errorf("fetch at epoch 1 with no session: %v, want SHARE_SESSION_NOT_FOUND", err)
 	}
@@ -293,7 +367,7 @@ func TestSessionEpochs(t *testing.T) {
 	if err := c.AckSession("g", "a", SessionClose); err != nil {
 		t.Fatalf("ack at -1: %v", err)
 	}
-	if err := c.CloseSession("g", "a"); err != nil {
+	if err := c.CloseSession(ctx, "g", "a"); err != nil {
 		t.Fatal(err)
 	}
 	if got := acquire(t, c, "b"); len(held) != 1 || len(got) != 1 || got[0] != (Acquired{0, 9, 2}) {
@@ -309,10 +383,10 @@ func TestSessionEpochs(t *testing.T) {
 // after each acquisition (no acknowledgement ever written) is archived and
 // never delivered a third time.
 func TestDeliveryLimitOverRestarts(t *testing.T) {
-	fsys := vfs.NewMem()
-	c := open(t, fsys)
+	log := newLog()
+	c := open(t, log)
 	two := "2"
-	if err := c.SetConfig("g", ConfigDeliveryLimit, &two, false); err != nil {
+	if err := c.SetConfig(ctx, "g", ConfigDeliveryLimit, &two, false); err != nil {
 		t.Fatal(err)
 	}
 	for i, want := range []int16{1, 2} {
@@ -320,8 +394,8 @@ func TestDeliveryLimitOverRestarts(t *testing.T) {
 		if len(got) != 1 || got[0] != (Acquired{0, 9, want}) {
 			t.Fatalf("acquisition %d: %v, want [{0 9 %d}]", i+1, got, want)
 		}
-		fsys = fsys.CrashClone() // a crash: only what was synced survives
-		c = open(t, fsys)
+		log = log.crash() // only what was durable survives
+		c = open(t, log)
 	}
 	if got := acquire(t, c, "a"); len(got) != 0 {
 		t.Errorf("third acquisition after two deliveries at limit 2: %v, want none", got)

@@ -1,0 +1,95 @@
+package broker_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kawa-broker/kawa/internal/kawatest"
+)
+
+// Issue 15's measurement: share-group throughput with 1, 4 and 16 members
+// on one partition against a classic group with one member, all reading
+// the same backlog of KAWA_SHARE_BENCH records (default 100,000; 100-byte
+// values) from an in-process broker with --fsync=always semantics. Share
+// members accept every record; the classic member commits after every
+// poll. A measurement, not a check: it runs only with KAWA_SHARE_BENCH set
+// and logs records/s per case.
+//
+//	KAWA_SHARE_BENCH=100000 go test -run TestShareThroughput -v ./internal/broker
+func TestShareThroughput(t *testing.T) {
+	v := os.Getenv("KAWA_SHARE_BENCH")
+	if v == "" {
+		t.Skip("a measurement: set KAWA_SHARE_BENCH=<records> to run it")
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		n = 100000
+	}
+	k := kawatest.NewBroker(t)
+	k.CreateTopic("bench", 1, nil)
+	p := k.Client(kgo.DefaultProduceTopic("bench"), kgo.ProducerLinger(5*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	val := make([]byte, 100)
+	var rs []*kgo.Record
+	for i := range n {
+		rs = append(rs, &kgo.Record{Value: append([]byte(strconv.Itoa(i)+":"), val...)})
+	}
+	if err := p.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Classic group, one member, committing after every poll.
+	start := time.Now()
+	c := k.Client(kgo.ConsumeTopics("bench"), kgo.ConsumerGroup("classic"), kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	for got := 0; got < n && ctx.Err() == nil; {
+		fs := c.PollFetches(ctx)
+		got += fs.NumRecords()
+		if err := c.CommitUncommittedOffsets(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	t.Logf("classic group, 1 member: %d records in %v: %.0f records/s", n, time.Since(start).Round(time.Millisecond), float64(n)/time.Since(start).Seconds())
+
+	for _, members := range []int{1, 4, 16} {
+		group := fmt.Sprintf("share-%d", members)
+		setShareConfigs(t, k, group, "share.auto.offset.reset", "earliest")
+		var got atomic.Int64
+		mctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		start := time.Now()
+		for range members {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cl := shareConsumer(k, "bench", group)
+				defer cl.Close()
+				for mctx.Err() == nil {
+					fs := cl.PollFetches(mctx)
+					fs.EachRecord(func(r *kgo.Record) { r.Ack(kgo.AckAccept) })
+					if got.Add(int64(fs.NumRecords())) >= int64(n) {
+						stop()
+					}
+				}
+			}()
+		}
+		<-mctx.Done()
+		elapsed := time.Since(start)
+		stop()
+		wg.Wait()
+		if got.Load() < int64(n) {
+			t.Fatalf("share group with %d members: %d of %d records before the deadline", members, got.Load(), n)
+		}
+		t.Logf("share group, %d members: %d records in %v: %.0f records/s", members, n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds())
+	}
+}
