@@ -81,10 +81,10 @@ func describeTxn(t *testing.T, ctx context.Context, adm *kadm.Client, id string)
 
 // readCommitted consumes topic from the start with read_committed until
 // want values arrived (want 0: until it is idle) and returns them sorted.
-func readCommitted(t *testing.T, addr, topic string, want int) []string {
+func readCommitted(t *testing.T, addr, topic string, want int, opts ...kgo.Opt) []string {
 	t.Helper()
-	cl := newClient(t, addr, kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	cl := newClient(t, addr, append([]kgo.Opt{kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100 * time.Millisecond)}, opts...)...)
 	defer cl.Close()
 	var got []string
 	for idle, deadline := 0, time.Now().Add(20*time.Second); time.Now().Before(deadline); {

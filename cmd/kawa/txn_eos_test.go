@@ -2,7 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -10,9 +15,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/kawa-broker/kawa/internal/acl"
+	"github.com/kawa-broker/kawa/internal/kawatest"
+	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 )
 
 // eosWorker is one consume-transform-produce instance: a franz-go
@@ -96,7 +105,7 @@ func (w *eosWorker) loop(ctx context.Context, s *kgo.GroupTransactSession) {
 // once, and the group's committed offsets on A cover exactly what reached B.
 func TestExactlyOnceConsumeTransformProduce(t *testing.T) {
 	t.Parallel()
-	runExactlyOnce(t, "eos")
+	runExactlyOnce(t, "eos", plainEOSBroker(t))
 }
 
 // TestExactlyOnceConsumeTransformProduce848 is the same with the workers in a
@@ -105,25 +114,47 @@ func TestExactlyOnceConsumeTransformProduce(t *testing.T) {
 // (unknown to the restarted coordinator) rejoin with epoch 0.
 func TestExactlyOnceConsumeTransformProduce848(t *testing.T) {
 	t.Parallel()
-	runExactlyOnce(t, "eos848", kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer()))
+	runExactlyOnce(t, "eos848", plainEOSBroker(t), kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer()))
 }
 
-// runExactlyOnce runs the scenario above for group with the workers' extra
-// session options.
-func runExactlyOnce(t *testing.T, group string, extra ...kgo.Opt) {
+// eosBroker is the broker runExactlyOnce runs against: start starts it on
+// the same data dir and address each time (again after its SIGKILL); admin
+// are the options of the setup and checking clients, workers those the
+// workers add to theirs (their principal's credentials).
+type eosBroker struct {
+	addr           string
+	start          func() *kawaProc
+	admin, workers []kgo.Opt
+	// grant, if set, is called once the topics exist, before the workers
+	// start, with the topics and group (ACLs for the workers).
+	grant func(ctx context.Context, adm *kadm.Client, in, out, group string)
+}
+
+// plainEOSBroker is kawa serve on one PLAINTEXT listener.
+func plainEOSBroker(t *testing.T) eosBroker {
 	dir, addr := t.TempDir(), freeAddr(t)
-	p := startKawa(t, dir, "--listen", addr)
+	return eosBroker{addr: addr, start: func() *kawaProc { return startKawa(t, dir, "--listen", addr) }}
+}
+
+// runExactlyOnce runs the scenario above for group on eb with the workers'
+// extra session options.
+func runExactlyOnce(t *testing.T, group string, eb eosBroker, extra ...kgo.Opt) {
+	addr := eb.addr
+	p := eb.start()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	const in, out, n = "eos-in", "eos-out", 1200
-	adm := kadm.NewClient(newClient(t, addr))
+	adm := kadm.NewClient(newClient(t, addr, eb.admin...))
 	if _, err := adm.CreateTopic(ctx, 6, 1, nil, in); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := adm.CreateTopic(ctx, 3, 1, nil, out); err != nil {
 		t.Fatal(err)
 	}
-	prod := newClient(t, addr, kgo.DefaultProduceTopic(in), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if eb.grant != nil {
+		eb.grant(ctx, adm, in, out, group)
+	}
+	prod := newClient(t, addr, append([]kgo.Opt{kgo.DefaultProduceTopic(in), kgo.RecordPartitioner(kgo.RoundRobinPartitioner())}, eb.admin...)...)
 	for i := 0; i < n; i++ {
 		prod.Produce(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("id-%04d", i))}, nil)
 	}
@@ -136,7 +167,7 @@ func runExactlyOnce(t *testing.T, group string, extra ...kgo.Opt) {
 	progress := make(chan struct{}, 1)
 	workers := make([]*eosWorker, 3)
 	for i := range workers {
-		workers[i] = &eosWorker{id: i, addr: addr, in: in, out: out, group: group, done: &done, progress: progress, extra: extra}
+		workers[i] = &eosWorker{id: i, addr: addr, in: in, out: out, group: group, done: &done, progress: progress, extra: append(slices.Clone(eb.workers), extra...)}
 		wg.Add(1)
 		go func() { defer wg.Done(); workers[i].run(wctx) }()
 	}
@@ -162,7 +193,7 @@ func runExactlyOnce(t *testing.T, group string, extra ...kgo.Opt) {
 		}
 		if !restarted && got > n/2 {
 			p.Kill()
-			p = startKawa(t, dir, "--listen", addr)
+			p = eb.start()
 			restarted = true
 		}
 	}
@@ -172,7 +203,7 @@ func runExactlyOnce(t *testing.T, group string, extra ...kgo.Opt) {
 	})
 	stop()
 	wg.Wait()
-	checkExactlyOnce(t, addr, in, out, group, n)
+	checkExactlyOnce(t, addr, in, out, group, n, eb.admin...)
 	var restarts int64
 	for _, w := range workers {
 		restarts += w.restarts.Load()
@@ -198,9 +229,9 @@ func committedSum(ctx context.Context, adm *kadm.Client, group, topic string) in
 // checkExactlyOnce reads out with read_committed and checks every id-i
 // (i < n) appears exactly once, and that the (partition, offset) sources in
 // out are exactly the offsets below the group's committed offset on in.
-func checkExactlyOnce(t *testing.T, addr, in, out, group string, n int) {
+func checkExactlyOnce(t *testing.T, addr, in, out, group string, n int, opts ...kgo.Opt) {
 	t.Helper()
-	got := readCommitted(t, addr, out, n)
+	got := readCommitted(t, addr, out, n, opts...)
 	seen := map[string]int{}
 	sources := map[int32]map[int64]int{}
 	for _, v := range got {
@@ -227,7 +258,7 @@ func checkExactlyOnce(t *testing.T, addr, in, out, group string, n int) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cl := newClient(t, addr)
+	cl := newClient(t, addr, opts...)
 	offsets, err := kadm.NewClient(cl).FetchOffsets(ctx, group)
 	if err != nil {
 		t.Fatal(err)
@@ -243,4 +274,54 @@ func checkExactlyOnce(t *testing.T, addr, in, out, group string, n int) {
 			}
 		}
 	}
+}
+
+// TestExactlyOnceSASLSSLWithACLs is the same scenario over SASL_SSL
+// (SCRAM-SHA-512) with the authorizer on (issue 14's acceptance): the
+// workers log in as User:eos, which holds exactly what a franz-go
+// consume-transform-produce needs, READ on the input topic and the group,
+// WRITE on the output topic and on the workers' transactional IDs (prefixed);
+// DESCRIBE comes implied. Setup and checks run as the super user admin.
+func TestExactlyOnceSASLSSLWithACLs(t *testing.T) {
+	t.Parallel()
+	dir, data, addr := t.TempDir(), t.TempDir(), freeAddr(t)
+	mustRun(t, runUser, "", "set", "admin", "--password", "admin-pw", "--data-dir", data)
+	mustRun(t, runUser, "", "set", "eos", "--password", "eos-pw", "--data-dir", data)
+	ca := kawatest.NewCA(t, "eos CA")
+	chain, key := kawatest.PEMFiles(t, ca.Issue("localhost", ""))
+	ks := filepath.Join(dir, "server.pem")
+	if err := os.WriteFile(ks, append(key, chain...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tlsOpt := kgo.DialTLSConfig(&tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"})
+	login := func(user string) kgo.Opt {
+		return kgo.SASL(scram.Auth{User: user, Pass: user + "-pw"}.AsSha512Mechanism())
+	}
+	eb := eosBroker{
+		addr: addr,
+		start: func() *kawaProc {
+			return startKawa(t, data, "--listeners", "SASL_SSL://"+addr, "--ssl-keystore-location", ks,
+				"--authorizer-class-name", acl.ClassName, "--super-users", "User:admin")
+		},
+		admin:   []kgo.Opt{tlsOpt, login("admin")},
+		workers: []kgo.Opt{tlsOpt, login("eos")},
+		grant: func(ctx context.Context, adm *kadm.Client, in, out, group string) {
+			for _, b := range []*kadm.ACLBuilder{
+				kadm.NewACLs().Allow("User:eos").Topics(in).Groups(group).Operations(kadm.OpRead),
+				kadm.NewACLs().Allow("User:eos").Topics(out).Operations(kadm.OpWrite),
+				kadm.NewACLs().Allow("User:eos").TransactionalIDs(group + "-worker-").Operations(kadm.OpWrite).ResourcePatternType(kadm.ACLPatternPrefixed),
+			} {
+				rs, err := adm.CreateACLs(ctx, b)
+				if err == nil {
+					for _, r := range rs {
+						err = errors.Join(err, r.Err)
+					}
+				}
+				if err != nil {
+					t.Fatalf("CreateACLs: %v", err)
+				}
+			}
+		},
+	}
+	runExactlyOnce(t, "eos-acl", eb)
 }

@@ -117,9 +117,6 @@ func ParseSuperUsers(s string) ([]string, error) {
 	return out, nil
 }
 
-// IsSuperUser reports whether principal is in super.users.
-func (a *Authorizer) IsSuperUser(principal string) bool { return a.superUsers[principal] }
-
 // Authorize reports whether principal ("User:alice") connecting from host
 // (the client's IP address, as Kafka compares it) may perform op on the
 // resource of type rt named name (ClusterName for the cluster). Kafka's
