@@ -55,7 +55,7 @@ func TestShareGroupCLI(t *testing.T) {
 	}
 	want := "group: sg\nstate: Empty\ngroup-epoch: 0\nassignment-epoch: 0\nassignor: simple\nmembers: 0\n\n" +
 		"TOPIC  PARTITION  START  END  LAG\n" +
-		"t      0          7      10   -\n"
+		"t      0          7      10   3\n"
 	if out := mustRun(t, runShareGroup, "", "describe", "sg", b); out != want {
 		t.Errorf("describe:\n%s\nwant\n%s", out, want)
 	}
@@ -71,7 +71,13 @@ func TestShareGroupCLI(t *testing.T) {
 	if strings.Join(got, " ") != "7@0 8@0 9@0" {
 		t.Errorf("share consumer after the reset got %v, want 7..9 of partition 0 only", got)
 	}
+	if err := c.FlushAcks(ctx); err != nil {
+		t.Fatal(err)
+	}
 	out = mustRun(t, runShareGroup, "", "describe", "sg", b)
+	if !strings.Contains(out, "t      0          10     10   0\n") {
+		t.Errorf("describe after 7..9 were accepted: want start 10, lag 0 on partition 0:\n%s", out)
+	}
 	if !strings.Contains(out, "state: Stable\n") || !strings.Contains(out, "members: 1\n") || !strings.Contains(out, "share-cli") || !strings.Contains(out, "t:0,1") {
 		t.Errorf("describe with a member:\n%s", out)
 	}

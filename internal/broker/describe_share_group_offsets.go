@@ -16,7 +16,9 @@ import (
 // Behaviour: per group, the share-partition start offset of each asked
 // partition, or of every initialised share-partition when topics is null
 // or empty. A partition not yet initialised answers start_offset -1.
-// leader_epoch is 0 (Kawa has one broker); lag (v1) is -1 (not computed).
+// leader_epoch is 0 (Kawa has one broker). lag (v1, KIP-1226) is the
+// records from the start offset to the high watermark not yet acknowledged
+// or archived (-1 for a partition not initialised).
 // Errors per group: GROUP_ID_NOT_FOUND; per partition
 // UNKNOWN_TOPIC_OR_PARTITION. With an authorizer a group without DESCRIBE
 // is GROUP_AUTHORIZATION_FAILED (topic-level checks: not yet).
@@ -62,6 +64,11 @@ func (b *Broker) handleDescribeShareGroupOffsets(_ context.Context, info wire.Re
 					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				} else if off, ok := all[share.TP{Topic: name, Partition: p}]; ok {
 					sp.StartOffset = off
+					if part := b.partition(name, p); part != nil {
+						if lag, ok := b.shares.Lag(rg.GroupID, share.TP{Topic: name, Partition: p}, part.HighWatermark()); ok {
+							sp.Lag = lag
+						}
+					}
 				}
 				st.Partitions = append(st.Partitions, sp)
 			}

@@ -872,6 +872,34 @@ func (c *Coordinator) SetStartOffset(ctx context.Context, groupID string, tp TP,
 	})
 }
 
+// Lag is a share-partition's lag (KIP-1226, DescribeShareGroupOffsets v1)
+// against the log end offset end: the records from the SPSO to end not
+// yet acknowledged or archived; ok is false for a partition the group has
+// not initialised (Kafka answers -1).
+func (c *Coordinator) Lag(groupID string, tp TP, end int64) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[groupID]
+	if g == nil || g.parts[tp] == nil {
+		return 0, false
+	}
+	sp := g.parts[tp]
+	lag := end - sp.start
+	for o, r := range sp.recs {
+		if o < end && (r.state == stateAcknowledged || r.state == stateArchived) {
+			lag--
+		}
+	}
+	// Gaps inside the window (offsets the log does not hold) are no
+	// records to deliver either.
+	for o := sp.start; o < min64(sp.end, end); o++ {
+		if sp.recs[o] == nil {
+			lag--
+		}
+	}
+	return max64(lag, 0), true
+}
+
 // StartOffsets returns every initialised share-partition of the group with
 // its SPSO (DescribeShareGroupOffsets with no topics); ok is false for an
 // unknown group.

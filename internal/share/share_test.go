@@ -404,3 +404,24 @@ func TestDeliveryLimitOverRestarts(t *testing.T) {
 		t.Errorf("SPSO %d, want 10 (all ten archived)", offs[tp])
 	}
 }
+
+// Lag (KIP-1226) counts the records from the SPSO to the log end that are
+// not acknowledged or archived: in flight and available ones, and those
+// not fetched yet; gaps count as nothing.
+func TestLag(t *testing.T) {
+	c := open(t, newLog())
+	if _, ok := c.Lag("g", tp, 10); ok {
+		t.Error("lag of a partition never fetched: ok, want not initialised")
+	}
+	acquire(t, c, "a") // 0..9 acquired
+	if err := c.Acknowledge(ctx, "g", "a", tp, []Ack{{0, 1, []int8{AckAccept}}, {4, 5, []int8{AckReject}}, {6, 6, []int8{AckRelease}}}); err != nil {
+		t.Fatal(err)
+	}
+	// SPSO 2; 4 and 5 archived; 2, 3, 6..9 left, and 10..14 not fetched.
+	if lag, ok := c.Lag("g", tp, 15); !ok || lag != 11 {
+		t.Errorf("lag against end 15: %d, %v; want 11", lag, ok)
+	}
+	if lag, _ := c.Lag("g", tp, 10); lag != 6 {
+		t.Errorf("lag against end 10: %d, want 6", lag)
+	}
+}
