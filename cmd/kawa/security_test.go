@@ -22,9 +22,9 @@ import (
 	"github.com/kawa-broker/kawa/internal/kawatest"
 )
 
-// securedKawa writes a CA and a server keystore (PEM, key and chain in one
-// file, never committed) to dir and starts `kawa serve` on data with one
-// SASL_SSL listener.
+// securedKawa writes a CA-issued server keystore (PEM, key and chain in one
+// file, never committed) and a server.properties naming it to dir, and
+// starts `kawa serve --config` on data with one SASL_SSL listener.
 func securedKawa(t *testing.T, ca *kawatest.CA, dir, data string, extra ...string) *kawaProc {
 	t.Helper()
 	chain, key := kawatest.PEMFiles(t, ca.Issue("localhost", ""))
@@ -32,11 +32,23 @@ func securedKawa(t *testing.T, ca *kawatest.CA, dir, data string, extra ...strin
 	if err := os.WriteFile(ks, append(key, chain...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return startKawa(t, data, append([]string{"--listeners", "SASL_SSL://127.0.0.1:0", "--ssl-keystore-location", ks}, extra...)...)
+	props := filepath.Join(dir, "server.properties")
+	err := os.WriteFile(props, []byte(strings.Join([]string{
+		"listeners=SASL_SSL://127.0.0.1:0",
+		"ssl.keystore.type=PEM",
+		"ssl.keystore.location=" + ks,
+		"sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+		"",
+	}, "\n")), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startKawa(t, data, append([]string{"--config", props}, extra...)...)
 }
 
 // TestKcatSASLSSLSCRAM512: the first administrator is created offline with
-// `kawa user set`, kcat (librdkafka) produces and consumes with
+// `kawa user set`, the broker starts with --config server.properties, kcat
+// (librdkafka) produces and consumes with
 // security.protocol=SASL_SSL and SCRAM-SHA-512, a wrong password is refused
 // with SASL_AUTHENTICATION_FAILED, and the credential survives SIGKILL.
 func TestKcatSASLSSLSCRAM512(t *testing.T) {
