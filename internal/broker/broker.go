@@ -191,10 +191,14 @@ func (b *Broker) logOptions(tc config.Topic) log.Options {
 		IndexIntervalBytes: max(int(tc.IndexIntervalBytes), 1),
 		FileDeleteDelay:    fileDeleteDelay(tc.FileDeleteDelayMs),
 		Preallocate:        tc.Preallocate,
-		Logger:             b.lg,
-		FS:                 b.fs,
-		Files:              b.files,
-		OnSwapStep:         b.cfg.OnSegmentSwap,
+		// flush.messages and flush.ms matter only with --fsync=never or interval (always fsyncs every
+		// write); their defaults (Long.MAX_VALUE) mean never, as in Kafka.
+		FlushMessages: flushSetting(tc.FlushMessages),
+		FlushAfter:    time.Duration(flushSetting(tc.FlushMs)) * time.Millisecond,
+		Logger:        b.lg,
+		FS:            b.fs,
+		Files:         b.files,
+		OnSwapStep:    b.cfg.OnSegmentSwap,
 	}
 	switch b.cfg.Fsync {
 	case config.FsyncNever:
@@ -214,6 +218,20 @@ func fileDeleteDelay(ms int64) time.Duration {
 		return -1
 	}
 	return time.Duration(min(ms, int64(math.MaxInt64/time.Millisecond))) * time.Millisecond
+}
+
+// flushSetting maps flush.messages or flush.ms onto the log's option: Kafka's default Long.MAX_VALUE is
+// off (0); flush.ms=0 (flush at every flusher pass) is the shortest period, 1 ms.
+func flushSetting(v int64) int64 {
+	switch {
+	case v == math.MaxInt64:
+		return 0
+	case v < 1:
+		return 1
+	case v > int64(math.MaxInt64/time.Millisecond):
+		return 0 // beyond time.Duration: never, in effect
+	}
+	return v
 }
 
 func (b *Broker) partitionDir(topic string, i int32) string {

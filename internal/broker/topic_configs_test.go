@@ -436,3 +436,34 @@ func TestLogAppendTime(t *testing.T) {
 		}
 	}
 }
+
+// TestFlushMessagesUnderFsyncNever: with --fsync=never, a topic's flush.messages=2 fsyncs its log in
+// every second single-record produce, as Kafka flushes after that many messages; a topic without it
+// is never fsynced by produce.
+func TestFlushMessagesUnderFsyncNever(t *testing.T) {
+	t.Parallel()
+	k := kawatest.NewBroker(t, func(c *config.Broker) { c.Fsync = config.FsyncNever })
+	k.CreateTopic("flushed", 1, map[string]*string{"flush.messages": ptr("2")})
+	k.CreateTopic("unflushed", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl := k.Client(kgo.ProducerLinger(0))
+	produce := func(topic string, n int) {
+		for i := 0; i < n; i++ {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("v")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce("unflushed", 1) // the producer ID and metadata settle first
+	produce("flushed", 1)
+	before := k.B.LogStats().Fsyncs
+	produce("unflushed", 4)
+	if got := k.B.LogStats().Fsyncs - before; got != 0 {
+		t.Fatalf("4 produces to a topic without flush.messages: %d fsyncs, want 0", got)
+	}
+	produce("flushed", 4) // 1 unflushed already: fsyncs at the 1st and 3rd of these
+	if got := k.B.LogStats().Fsyncs - before; got != 2 {
+		t.Fatalf("4 produces to a flush.messages=2 topic: %d fsyncs, want 2", got)
+	}
+}

@@ -119,6 +119,12 @@ func (l *Log) syncLoop() {
 		defer t.Stop()
 		tick = t.C
 	}
+	var flush <-chan time.Time // FlushAfter (flush.ms) with FsyncNever or FsyncInterval
+	if l.o.Fsync != FsyncAlways && l.o.FlushAfter > 0 {
+		t := time.NewTicker(l.o.FlushAfter)
+		defer t.Stop()
+		flush = t.C
+	}
 	var retry <-chan time.Time // set while an fsync waits for a file descriptor
 	for {
 		select {
@@ -127,6 +133,8 @@ func (l *Log) syncLoop() {
 		case <-c.kick:
 			l.syncOrRetry(&retry)
 		case <-tick:
+			l.syncOrRetry(&retry)
+		case <-flush:
 			l.syncOrRetry(&retry)
 		case <-retry:
 			retry = nil

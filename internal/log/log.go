@@ -35,6 +35,8 @@ type Log struct {
 	size   int64        // bytes of all segments' .log files
 	doomed []doomedSeg  // deleted segments whose files stay open for readers until the delay passes
 
+	unflushed int64 // records appended since the last FlushMessages fsync (under wmu)
+
 	start  atomic.Int64 // log start offset; changed under mu
 	end    atomic.Int64 // log end offset; changed under mu by the writer
 	closed atomic.Bool
@@ -133,8 +135,18 @@ func (l *Log) Append(b []byte) (base int64, err error) {
 	l.mu.Unlock()
 	if l.o.Fsync == FsyncAlways {
 		l.commit.kickSync()
-	} else {
-		l.commit.kickNotify() // the durable end is End()
+		return h.BaseOffset, nil
+	}
+	l.commit.kickNotify() // the durable end is End()
+	if l.o.FlushMessages > 0 {
+		if l.unflushed += int64(h.NumRecords); l.unflushed >= l.o.FlushMessages {
+			l.unflushed = 0
+			// The batch is written and counted; a failed fsync is sticky for the log (its later writes fail),
+			// as any fsync failure is, and this append reports it.
+			if err := l.syncActive(); err != nil && !isOpenError(err) {
+				return 0, err
+			}
+		}
 	}
 	return h.BaseOffset, nil
 }

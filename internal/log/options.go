@@ -78,6 +78,14 @@ type Options struct {
 	// space, not a torn batch. The log's own size (Size, retention) counts batches only.
 	Preallocate   bool
 	FsyncInterval time.Duration // for FsyncInterval (0 = 1 s)
+	// FlushMessages (Kafka's flush.messages), with FsyncNever or FsyncInterval: once this many records have
+	// been appended since the last fsync, Append fsyncs the active segment before it returns, as Kafka's
+	// UnifiedLog.append flushes in the append path. <= 0 = never. FsyncAlways fsyncs every write anyway.
+	FlushMessages int64
+	// FlushAfter (Kafka's flush.ms), with FsyncNever or FsyncInterval: every FlushAfter the sync goroutine
+	// fsyncs the active segment if it holds unflushed data, so no record stays unflushed much longer than
+	// twice FlushAfter (Kafka's log flusher checks on log.flush.scheduler.interval.ms). <= 0 = never.
+	FlushAfter time.Duration
 	// OnDurable is called from the log's notifier goroutine, never under the caller's lock, with a strictly
 	// increasing end offset (exclusive) below which data is durable per the policy. With FsyncNever/FsyncInterval
 	// it follows Append. Close waits for a running call and none runs after Close returns, so OnDurable must not
