@@ -39,7 +39,7 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"consume", "--topic", "t", "--isolation", "dirty"}, 2, `kawa consume: --isolation must be read_committed or read_uncommitted, got "dirty"`, ""},
 		{[]string{"consume", "--topic", "t", "--timeout", "soon"}, 2, `kawa consume: invalid value "soon" for flag -timeout: parse error`, ""},
 		{[]string{"topic"}, 2, "kawa topic: missing topic subcommand", ""},
-		{[]string{"topic", "-h"}, 0, "", "usage: kawa topic <create|list|describe|delete>"},
+		{[]string{"topic", "-h"}, 0, "", "usage: kawa topic <create|list|describe|alter-config|delete>"},
 		{[]string{"topic", "frob"}, 2, `kawa topic: unknown topic subcommand "frob"`, ""},
 		{[]string{"topic", "describe"}, 2, "kawa topic describe: want 1 argument(s), got 0", ""},
 		{[]string{"topic", "create", "a", "b"}, 2, "kawa topic create: want 1 argument(s), got 2", ""},
