@@ -98,6 +98,7 @@ func parseServe(args []string) (config.Broker, serveOptions, error) {
 	fs.StringVar(&cfg.AuthorizerClassName, "authorizer-class-name", "", "switch the authorizer on: "+acl.ClassName+" (authorizer.class.name; off by default)")
 	superUsers := fs.String("super-users", "", "principals allowed everything, semicolon-separated: User:admin;User:CN=ops (super.users)")
 	fs.BoolVar(&cfg.AllowEveryoneIfNoACLFound, "allow-everyone-if-no-acl-found", false, "allow an operation on a resource no ACL names (allow.everyone.if.no.acl.found)")
+	fs.IntVar(&cfg.FetchSessionCacheSlots, "max-incremental-fetch-session-cache-slots", 1000, "KIP-227 fetch sessions cached at once (max.incremental.fetch.session.cache.slots); 0 = none, every fetch is a full one")
 	fs.DurationVar(&cfg.ConnectionsMaxIdle, "connections-max-idle", 10*time.Minute, "close connections that send no request for this long (connections.max.idle.ms)")
 	fs.DurationVar(&cfg.ConsumerSessionTimeout, "group-consumer-session-timeout", 45*time.Second, "a KIP-848 consumer-group member silent this long is fenced (group.consumer.session.timeout.ms)")
 	fs.IntVar(&cfg.ConsumerMaxSize, "group-consumer-max-size", math.MaxInt32, "members a KIP-848 consumer group may have; a join beyond is GROUP_MAX_SIZE_REACHED (group.consumer.max.size)")
@@ -120,6 +121,9 @@ func parseServe(args []string) (config.Broker, serveOptions, error) {
 		if o.noEffect, err = applyServerProperties(fs, &cfg, *configFile); err != nil {
 			return cfg, o, serveUsage("%v", err)
 		}
+	}
+	if cfg.FetchSessionCacheSlots == 0 {
+		cfg.FetchSessionCacheSlots = -1 // config.Broker's zero means the default; the flag's 0 means none
 	}
 	if cfg.FsyncInterval <= 0 || cfg.RetentionCheck <= 0 || cfg.RequestReadTimeout <= 0 || cfg.ConnectionsMaxIdle <= 0 ||
 		cfg.ConsumerSessionTimeout <= 0 || cfg.ConsumerHeartbeatInterval <= 0 {

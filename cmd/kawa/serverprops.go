@@ -57,6 +57,7 @@ var brokerProperties = []brokerProperty{
 	{name: "connections.max.idle.ms", flag: "connections-max-idle", conv: msDuration(1)},
 	{name: "connections.max.reauth.ms", flag: "connections-max-reauth", conv: msDuration(0)},
 	{name: "connection.failed.authentication.delay.ms", flag: "connection-failed-authentication-delay", conv: msDuration(0)},
+	{name: "max.incremental.fetch.session.cache.slots", flag: "max-incremental-fetch-session-cache-slots", conv: intAtLeast(0)},
 	{name: "num.network.threads", noEffect: "Kawa runs a reader and a writer goroutine per connection", check: intCheck(1)},
 	{name: "num.io.threads", noEffect: "requests run on their connection's goroutines", check: intCheck(1)},
 	{name: "socket.send.buffer.bytes", noEffect: "the kernel's socket buffer sizes are used", check: intCheck(-1)},

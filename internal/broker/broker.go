@@ -20,6 +20,7 @@ import (
 	"github.com/kawa-broker/kawa/internal/auth"
 	"github.com/kawa-broker/kawa/internal/cleaner"
 	"github.com/kawa-broker/kawa/internal/config"
+	"github.com/kawa-broker/kawa/internal/fetchsession"
 	"github.com/kawa-broker/kawa/internal/group"
 	"github.com/kawa-broker/kawa/internal/log"
 	"github.com/kawa-broker/kawa/internal/meta"
@@ -43,19 +44,20 @@ type Broker struct {
 	port      int32
 	clusterID string
 
-	catalog *meta.Catalog
-	creds   *auth.Store     // SCRAM credentials (KIP-554), in the data dir
-	authz   *acl.Authorizer // nil when no authorizer is configured (authorize.go)
-	denials rateLog         // rate-limited log of denied requests (authorize.go)
-	aclLog  rateLog         // rate-limited log of ACL changes
-	pids    *producer.Allocator
-	metrics *Metrics
-	parked  atomic.Int64   // fetches waiting in a long poll (Kafka's Fetch purgatory size)
-	files   *log.FileCache // bounds the segment files' descriptors over all partitions
-	groups  *group.Coordinator
-	shares  *share.Coordinator // KIP-932 share groups (share_groups.go)
-	txn     *txn.Coordinator
-	cleaner *cleaner.Cleaner // compacts the logs of compacted topics; stopped first by Close
+	catalog  *meta.Catalog
+	creds    *auth.Store     // SCRAM credentials (KIP-554), in the data dir
+	authz    *acl.Authorizer // nil when no authorizer is configured (authorize.go)
+	denials  rateLog         // rate-limited log of denied requests (authorize.go)
+	aclLog   rateLog         // rate-limited log of ACL changes
+	pids     *producer.Allocator
+	metrics  *Metrics
+	parked   atomic.Int64        // fetches waiting in a long poll (Kafka's Fetch purgatory size)
+	sessions *fetchsession.Cache // KIP-227 incremental fetch sessions (fetch_session.go)
+	files    *log.FileCache      // bounds the segment files' descriptors over all partitions
+	groups   *group.Coordinator
+	shares   *share.Coordinator // KIP-932 share groups (share_groups.go)
+	txn      *txn.Coordinator
+	cleaner  *cleaner.Cleaner // compacts the logs of compacted topics; stopped first by Close
 
 	mu    sync.RWMutex
 	parts map[string][]*partition.Partition
@@ -124,6 +126,7 @@ func Open(fsys vfs.FS, cfg config.Broker, host string, port int32, lg *slog.Logg
 		b.Close()
 		return nil, err
 	}
+	b.sessions = fetchsession.New(max(cfg.FetchSessionCacheSlots, 0), 0)
 	if err := b.openShares(); err != nil {
 		b.Close()
 		return nil, err

@@ -24,8 +24,13 @@ import (
 // fewer than min_bytes are available the request long-polls up to
 // max_wait_ms, woken by appends (HW/LSO advances), not by timers alone.
 // Offsets outside [log start, log end] are OFFSET_OUT_OF_RANGE. Fetch
-// sessions (KIP-227) are not kept: the response session ID is 0, which tells
-// clients to send full fetches. No preferred read replica (v11: -1). A
+// sessions (KIP-227, v7+; fetch_session.go and internal/fetchsession): a
+// full fetch with session epoch 0 creates a session when the cache
+// (--max-incremental-fetch-session-cache-slots, default 1000) has room;
+// incremental fetches name only changed partitions and are answered with only
+// the partitions that have records, an error, or a new high watermark, last
+// stable offset or log start offset; FETCH_SESSION_ID_NOT_FOUND and
+// INVALID_FETCH_SESSION_EPOCH as Kafka. No preferred read replica (v11: -1). A
 // fetch below v10 whose answer would hold a zstd batch gets
 // UNSUPPORTED_COMPRESSION_TYPE for that partition (KIP-110).
 //
@@ -36,7 +41,14 @@ import (
 //
 // Version notes: v13+ (topic IDs in Fetch) not advertised yet.
 func (b *Broker) handleFetch(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
-	r := req.(*kmsg.FetchRequest)
+	// The session is resolved here, in request order; an incremental fetch reads (and is authorized for)
+	// every partition of its session, not only those the request names.
+	r, sess, err := b.resolveSession(req.(*kmsg.FetchRequest), time.Now())
+	if err != nil {
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		resp.ErrorCode = errCode(err)
+		return func() (kmsg.Response, error) { return resp, nil }
+	}
 	var denied map[string]bool
 	if b.authz != nil {
 		follower := r.ReplicaID >= 0 && !b.authorizedCluster(info, kmsg.ACLOperationClusterAction)
@@ -49,12 +61,16 @@ func (b *Broker) handleFetch(ctx context.Context, info wire.RequestInfo, req kms
 			}
 		}
 	}
-	return func() (kmsg.Response, error) { return b.fetch(ctx, info.PollDone, r, denied), nil }
+	return func() (kmsg.Response, error) {
+		resp := b.fetch(ctx, info.PollDone, r, denied)
+		b.finishSession(sess, resp.FetchResponse)
+		return resp, nil
+	}
 }
 
 // fetch answers r, long-polling until min_bytes, max_wait_ms, ctx's end or
 // pollDone's close. Topics in denied are answered TOPIC_AUTHORIZATION_FAILED.
-func (b *Broker) fetch(ctx context.Context, pollDone <-chan struct{}, r *kmsg.FetchRequest, denied map[string]bool) kmsg.Response {
+func (b *Broker) fetch(ctx context.Context, pollDone <-chan struct{}, r *kmsg.FetchRequest, denied map[string]bool) *fetchResponse {
 	deadline := time.Now().Add(time.Duration(r.MaxWaitMillis) * time.Millisecond)
 	for {
 		// Take the wake channels before reading, so an append between the

@@ -133,6 +133,9 @@ type Broker struct {
 
 	TxnMaxTimeout             time.Duration // transaction.max.timeout.ms (default 15 min)
 	TransactionalIDExpiration time.Duration // transactional.id.expiration.ms (default 7 days)
+	// FetchSessionCacheSlots is max.incremental.fetch.session.cache.slots: KIP-227 fetch sessions cached at
+	// once (0 = Kafka's default 1000; negative = none, every fetch is a full one).
+	FetchSessionCacheSlots int
 
 	// The log cleaner (compacted topics).
 	CleanerBackoff    time.Duration // log.cleaner.backoff.ms: wait between rounds (default 15 s)
@@ -211,6 +214,9 @@ func (b Broker) WithDefaults() Broker {
 	}
 	if b.TransactionalIDExpiration <= 0 {
 		b.TransactionalIDExpiration = 7 * 24 * time.Hour
+	}
+	if b.FetchSessionCacheSlots == 0 {
+		b.FetchSessionCacheSlots = 1000
 	}
 	return b
 }
