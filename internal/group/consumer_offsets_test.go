@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -195,4 +196,60 @@ func TestConsumerGroupOffsetRetention(t *testing.T) {
 			t.Fatalf("offset 7 days after the group became Empty: %+v, want expired", got[0])
 		}
 	})
+}
+
+// A regex subscription (KIP-848 v1, RE2 on whole names) picks up a matching topic created later:
+// the group epoch bumps, the regex member gets the new topic's partitions, the name-subscribed
+// member keeps its own, and no partition has two holders.
+func TestConsumerGroupRegexPicksUpNewTopic(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	topics := []TopicInfo{{Name: "t", ID: topicT, Partitions: 4}}
+	uID := [16]byte{2}
+	cfg := testConfig()
+	cfg.Topics = func() []TopicInfo { mu.Lock(); defer mu.Unlock(); return slices.Clone(topics) }
+	cfg.TopicID = func(name string) ([16]byte, bool) {
+		return map[string][16]byte{"t": topicT, "u-1": uID}[name], name == "t" || name == "u-1"
+	}
+	cfg.TopicName = func(id [16]byte) (string, bool) {
+		switch id {
+		case topicT:
+			return "t", true
+		case uID:
+			return "u-1", true
+		}
+		return "", false
+	}
+	c, s := newTestCoordinator(t, cfg)
+	e := &cgEnv{t: t, c: c, s: s, cfg: cfg}
+	e.want(e.hb("a", 0, nil, nil), 0, 1, []int32{0, 1, 2, 3})
+	rx := "u-.*"
+	r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	r.Version, r.Group, r.MemberID, r.SubscribedTopicRegex, r.RebalanceTimeoutMillis = 1, "g", "b", &rx, 10000
+	if resp := e.c.ConsumerGroupHeartbeat(context.Background(), Client{}, r); resp.ErrorCode != 0 || len(parts(resp)) != 0 || resp.MemberEpoch != 2 {
+		t.Fatalf("regex join before a match: %v epoch %d %v", kerr.ErrorForCode(resp.ErrorCode), resp.MemberEpoch, parts(resp))
+	}
+	mu.Lock()
+	topics = append(topics, TopicInfo{Name: "u-1", ID: uID, Partitions: 2})
+	mu.Unlock()
+	r = kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	r.Version, r.Group, r.MemberID, r.MemberEpoch = 1, "g", "b", 2
+	resp := e.c.ConsumerGroupHeartbeat(context.Background(), Client{}, r)
+	if resp.ErrorCode != 0 || resp.MemberEpoch != 3 || resp.Assignment == nil || len(resp.Assignment.Topics) != 1 ||
+		resp.Assignment.Topics[0].TopicID != uID || !slices.Equal(resp.Assignment.Topics[0].Partitions, []int32{0, 1}) {
+		t.Fatalf("regex member after u-1 was created: %v epoch %d %+v", kerr.ErrorForCode(resp.ErrorCode), resp.MemberEpoch, resp.Assignment)
+	}
+	e.want(e.hb("a", 1, []int32{0, 1, 2, 3}, nil), 0, 3, nil) // keeps t, moves to the new epoch
+	holders := map[topicPartition]string{}
+	for id, m := range e.c.groups["g"].cg.members {
+		for tp := range m.assigned {
+			if o, ok := holders[tp]; ok {
+				t.Errorf("%v held by %s and %s", tp, o, id)
+			}
+			holders[tp] = id
+		}
+	}
+	if len(holders) != 6 {
+		t.Errorf("%d partitions held, want 6: %v", len(holders), holders)
+	}
 }
