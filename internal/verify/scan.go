@@ -196,12 +196,16 @@ var errScanStalled = errors.New("no record read")
 func scanUntilFence(ctx context.Context, stall time.Duration, brokers, topics []string, parts int32, iso Isolation, emit Emit) error {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	// Re-armed by every batch of records; fires only after stall without one.
+	// Re-armed after every batch of records; fires only after stall without
+	// one. It is stopped while the batch is recorded: with millions of events
+	// in memory the history's own appends (and the GC they cause) can take
+	// seconds, and that is the verifier's time, not the broker's.
 	watchdog := time.AfterFunc(stall, func() { cancel(fmt.Errorf("%w for %v", errScanStalled, stall)) })
 	defer watchdog.Stop()
 	drained := false
 	err := readUntilFence(sctx, brokers, topics, parts, iso, "scan-"+iso.String(), KindScan, func(evs ...Event) {
-		watchdog.Reset(stall)
+		watchdog.Stop()
+		defer watchdog.Reset(stall)
 		stamp(evs)
 		for i := range evs {
 			evs[i].W = "scan-" + iso.String()
