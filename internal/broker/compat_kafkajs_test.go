@@ -30,23 +30,9 @@ var kafkajsDir = filepath.Join("..", "..", "test", "compat", "kafkajs")
 // Skipped when node or npm is missing unless KAWA_REQUIRE_NODE is set (CI).
 func TestKafkaJS(t *testing.T) {
 	t.Parallel()
-	node, errNode := exec.LookPath("node")
-	npm, errNpm := exec.LookPath("npm")
-	if errNode != nil || errNpm != nil {
-		if os.Getenv("KAWA_REQUIRE_NODE") != "" {
-			t.Fatalf("KAWA_REQUIRE_NODE is set but node/npm are missing: %v %v", errNode, errNpm)
-		}
-		t.Skip("node/npm not installed")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
 	defer cancel()
-	if _, err := os.Stat(filepath.Join(kafkajsDir, "node_modules", "kafkajs", "package.json")); err != nil {
-		install := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--loglevel=error")
-		install.Dir = kafkajsDir
-		if out, err := install.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci: %v\n%s", err, out)
-		}
-	}
+	node := kafkajsNode(ctx, t)
 
 	k := kawatest.NewBroker(t)
 	run := exec.CommandContext(ctx, node, "script.js", k.Addr)
@@ -60,4 +46,27 @@ func TestKafkaJS(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kafkajs script failed: %v", err)
 	}
+}
+
+// kafkajsNode returns the node binary with kafkajs installed in kafkajsDir
+// (npm ci when node_modules lacks it); it skips the test without node/npm
+// unless KAWA_REQUIRE_NODE is set (CI).
+func kafkajsNode(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	node, errNode := exec.LookPath("node")
+	npm, errNpm := exec.LookPath("npm")
+	if errNode != nil || errNpm != nil {
+		if os.Getenv("KAWA_REQUIRE_NODE") != "" {
+			t.Fatalf("KAWA_REQUIRE_NODE is set but node/npm are missing: %v %v", errNode, errNpm)
+		}
+		t.Skip("node/npm not installed")
+	}
+	if _, err := os.Stat(filepath.Join(kafkajsDir, "node_modules", "kafkajs", "package.json")); err != nil {
+		install := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--loglevel=error")
+		install.Dir = kafkajsDir
+		if out, err := install.CombinedOutput(); err != nil {
+			t.Fatalf("npm ci: %v\n%s", err, out)
+		}
+	}
+	return node
 }
