@@ -358,7 +358,7 @@ func setThrottled(dst *string, v string) error {
 	for _, p := range list {
 		part, node, ok := strings.Cut(p, ":")
 		if !ok || !digits(part) || !digits(node) {
-			return fmt.Errorf("must be the literal '*' or a list of replicas in the format [partitionId]:[brokerId],[partitionId]:[brokerId],...")
+			return fmt.Errorf("must be the literal '*' or a list of replicas [partitionId]:[brokerId] separated by commas")
 		}
 	}
 	*dst = strings.Join(list, ",")
