@@ -18,7 +18,8 @@ import (
 // INVALID_REQUEST (no group ID) for the whole request; per partition
 // UNKNOWN_TOPIC_OR_PARTITION, NON_EMPTY_GROUP (the group has members),
 // INVALID_REQUEST (negative offset). With an authorizer, READ on the group
-// is needed, else GROUP_AUTHORIZATION_FAILED (topic-level checks: not yet).
+// is needed, else GROUP_AUTHORIZATION_FAILED, and READ on each topic, else
+// TOPIC_AUTHORIZATION_FAILED for its partitions (Kafka's KafkaApis).
 func (b *Broker) handleAlterShareGroupOffsets(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.AlterShareGroupOffsetsRequest)
 	resp := r.ResponseKind().(*kmsg.AlterShareGroupOffsetsResponse)
@@ -33,11 +34,14 @@ func (b *Broker) handleAlterShareGroupOffsets(ctx context.Context, info wire.Req
 	for _, rt := range r.Topics {
 		t, known := b.catalog.Get(rt.Topic)
 		st := kmsg.AlterShareGroupOffsetsResponseTopic{Topic: rt.Topic, TopicID: t.ID}
+		deniedTopic := !b.authorized(info, kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewAlterShareGroupOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			var err error
-			if !known || rp.Partition < 0 || rp.Partition >= t.Partitions {
+			if deniedTopic {
+				err = kerr.TopicAuthorizationFailed
+			} else if !known || rp.Partition < 0 || rp.Partition >= t.Partitions {
 				err = kerr.UnknownTopicOrPartition
 			} else {
 				err = b.shares.SetStartOffset(ctx, r.GroupID, share.TP{Topic: rt.Topic, Partition: rp.Partition}, rp.StartOffset)

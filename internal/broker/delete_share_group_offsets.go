@@ -16,8 +16,9 @@ import (
 // at share.auto.offset.reset. Errors for the whole request:
 // INVALID_REQUEST (no group ID), GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (the
 // group has members); per topic UNKNOWN_TOPIC_OR_PARTITION. With an
-// authorizer, DELETE on the group is needed, else GROUP_AUTHORIZATION_FAILED
-// (topic-level checks: not yet).
+// authorizer, DELETE on the group is needed, else GROUP_AUTHORIZATION_FAILED,
+// and READ on each topic, else TOPIC_AUTHORIZATION_FAILED for it (Kafka's
+// KafkaApis).
 func (b *Broker) handleDeleteShareGroupOffsets(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.DeleteShareGroupOffsetsRequest)
 	resp := r.ResponseKind().(*kmsg.DeleteShareGroupOffsetsResponse)
@@ -36,7 +37,9 @@ func (b *Broker) handleDeleteShareGroupOffsets(ctx context.Context, info wire.Re
 	for _, rt := range r.Topics {
 		t, known := b.catalog.Get(rt.Topic)
 		st := kmsg.DeleteShareGroupOffsetsResponseTopic{Topic: rt.Topic, TopicID: t.ID}
-		if !known {
+		if !b.authorized(info, kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, rt.Topic) {
+			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		} else if !known {
 			st.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		} else if err := b.shares.DeleteTopicState(ctx, r.GroupID, rt.Topic); err != nil {
 			if err == kerr.NonEmptyGroup || err == kerr.GroupIDNotFound {

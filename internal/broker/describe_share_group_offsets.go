@@ -20,8 +20,10 @@ import (
 // records from the start offset to the high watermark not yet acknowledged
 // or archived (-1 for a partition not initialised).
 // Errors per group: GROUP_ID_NOT_FOUND; per partition
-// UNKNOWN_TOPIC_OR_PARTITION. With an authorizer a group without DESCRIBE
-// is GROUP_AUTHORIZATION_FAILED (topic-level checks: not yet).
+// UNKNOWN_TOPIC_OR_PARTITION. With an authorizer (Kafka's KafkaApis): a
+// group without DESCRIBE is GROUP_AUTHORIZATION_FAILED; a named topic
+// without DESCRIBE answers TOPIC_AUTHORIZATION_FAILED for its partitions,
+// and when every topic is asked for, such topics are left out.
 func (b *Broker) handleDescribeShareGroupOffsets(_ context.Context, info wire.RequestInfo, req kmsg.Request) reply {
 	r := req.(*kmsg.DescribeShareGroupOffsetsRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeShareGroupOffsetsResponse)
@@ -53,6 +55,14 @@ func (b *Broker) handleDescribeShareGroupOffsets(_ context.Context, info wire.Re
 		}
 		sort.Strings(names)
 		for _, name := range names {
+			deniedTopic := false
+			if len(rg.Topics) == 0 {
+				if !b.authorizedQuiet(info, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, name) {
+					continue
+				}
+			} else {
+				deniedTopic = !b.authorized(info, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, name)
+			}
 			t, known := b.catalog.Get(name)
 			st := kmsg.DescribeShareGroupOffsetsResponseGroupTopic{Topic: name, TopicID: t.ID}
 			ps := asked[name]
@@ -60,7 +70,9 @@ func (b *Broker) handleDescribeShareGroupOffsets(_ context.Context, info wire.Re
 			for _, p := range ps {
 				sp := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
 				sp.Partition, sp.StartOffset, sp.Lag = p, -1, -1
-				if !known || p < 0 || p >= t.Partitions {
+				if deniedTopic {
+					sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				} else if !known || p < 0 || p >= t.Partitions {
 					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				} else if off, ok := all[share.TP{Topic: name, Partition: p}]; ok {
 					sp.StartOffset = off
