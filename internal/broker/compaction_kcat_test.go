@@ -10,15 +10,16 @@ import (
 	"github.com/kawa-broker/kawa/internal/kawatest"
 )
 
-// TestCompactionKcat: librdkafka (kcat) produces 3,000 keys x 4 versions and NULL-valued tombstones (-Z) for
-// every third key; after two cleaning passes (delete.retention.ms=0) kcat reads exactly one record per live key,
-// at its latest value, and none for the tombstoned keys, also after a restart.
+// TestCompactionKcat: librdkafka (kcat) produces the acceptance size, 100,000 keys x 10 versions (1M
+// records, 1 MiB segments), and NULL-valued tombstones (-Z) for every third key; after two cleaning passes
+// (delete.retention.ms=0) kcat reads exactly one record per live key, at its latest value, and none for the
+// tombstoned keys, also after a restart.
 func TestCompactionKcat(t *testing.T) {
 	t.Parallel()
 	kcat := kcatPath(t)
 	k := kawatest.NewBroker(t)
-	compactedTopic(k, "kc", nil)
-	const keys, versions = 3000, 4
+	compactedTopic(k, "kc", map[string]*string{"internal.segment.bytes": ptr("1048576")})
+	const keys, versions, roll = 100_000, 10, 1100 // roll: > 1 MiB of fresh keys, so every version is in a closed segment
 	var in strings.Builder
 	want := map[string]string{}
 	for v := range versions {
@@ -36,7 +37,7 @@ func TestCompactionKcat(t *testing.T) {
 	if out, err := prod.CombinedOutput(); err != nil {
 		t.Fatalf("kcat -P: %v\n%s", err, out)
 	}
-	rollPast(t, k.Client(), "kc", "roll", 20)
+	rollPast(t, k.Client(), "kc", "roll", roll)
 	for range 2 {
 		if err := k.B.CleanNow(); err != nil {
 			t.Fatal(err)
@@ -69,8 +70,8 @@ func TestCompactionKcat(t *testing.T) {
 				t.Fatalf("%s: key %s read %d times", stage, key, seen[key])
 			}
 		}
-		if n != len(want)+20 {
-			t.Fatalf("%s: kcat read %d records, want %d live keys + 20", stage, n, len(want))
+		if n != len(want)+roll {
+			t.Fatalf("%s: kcat read %d records, want %d live keys + %d", stage, n, len(want), roll)
 		}
 	}
 	check("after cleaning")
