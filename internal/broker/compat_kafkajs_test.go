@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,9 +49,14 @@ func TestKafkaJS(t *testing.T) {
 	}
 }
 
+// kafkajsInstall serialises the npm ci of the tests that run kafkajs: two
+// parallel tests each running npm ci in kafkajsDir remove each other's
+// node_modules (CI saw ENOTEMPTY and a missing kafkajs/index.js).
+var kafkajsInstall sync.Mutex
+
 // kafkajsNode returns the node binary with kafkajs installed in kafkajsDir
-// (npm ci when node_modules lacks it); it skips the test without node/npm
-// unless KAWA_REQUIRE_NODE is set (CI).
+// (npm ci when node_modules lacks it, one test at a time); it skips the test
+// without node/npm unless KAWA_REQUIRE_NODE is set (CI).
 func kafkajsNode(ctx context.Context, t *testing.T) string {
 	t.Helper()
 	node, errNode := exec.LookPath("node")
@@ -61,6 +67,8 @@ func kafkajsNode(ctx context.Context, t *testing.T) string {
 		}
 		t.Skip("node/npm not installed")
 	}
+	kafkajsInstall.Lock()
+	defer kafkajsInstall.Unlock()
 	if _, err := os.Stat(filepath.Join(kafkajsDir, "node_modules", "kafkajs", "package.json")); err != nil {
 		install := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--loglevel=error")
 		install.Dir = kafkajsDir
