@@ -33,6 +33,19 @@ type workload struct {
 	backlog    int64 // fetch: bytes of records to read
 	warmup     time.Duration
 	duration   time.Duration
+	// W3: records/s over all producers, fixed in advance (0: max). With
+	// rateOf set it is rateFraction of that workload's records/s measured
+	// on the same system earlier in the round (see compareConfig.run).
+	rate         float64
+	rateOf       string
+	rateFraction float64
+	// W4 and W6: the semantic under test, on the Kafka systems only (NATS
+	// has no Kafka acks=1, transactions or producer IDs).
+	acks1      bool          // acks=1, not idempotent (else acks=all, idempotent)
+	txnRecords int           // records per transaction (0: no transactions by count)
+	txnEvery   time.Duration // commit every interval (0: no transactions by time)
+	dupCheck   bool          // key records by producer and sequence, then read the log back and count duplicates
+	kafkaOnly  bool
 }
 
 // system is one broker configuration. Systems with the same durable value
@@ -97,6 +110,8 @@ func runCompare(args []string, stdout io.Writer) error {
 	fs.StringVar(&c.baseBin, "baseline", "", "a second kawa binary (e.g. main before a change), run beside --kawa as base-always/base-never for before/after ratios")
 	only := fs.String("only", "", "comma-separated workloads to run (e.g. W1,W2-1p-4prod); default all of the mode's")
 	systems := fs.String("systems", "", "comma-separated systems to run (kawa-always,base-always,kfake-sync,...); default all")
+	warmup := fs.Duration("warmup", 0, "override the mode's warmup of every produce cell (0: the mode's)")
+	duration := fs.Duration("duration", 0, "override the mode's measured window of every produce cell (0: the mode's)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -105,6 +120,8 @@ func runCompare(args []string, stdout io.Writer) error {
 		return fs.UsageErr("--kawa and --nats-server are required")
 	case c.rounds < 1:
 		return fs.UsageErr("--rounds must be >= 1")
+	case *warmup < 0 || *duration < 0:
+		return fs.UsageErr("--warmup and --duration must be >= 0")
 	case btoi(*quick)+btoi(*smoke)+btoi(*full) > 1:
 		return fs.UsageErr("at most one of --quick, --smoke, --full")
 	}
@@ -125,6 +142,14 @@ func runCompare(args []string, stdout io.Writer) error {
 		c.cells, c.calibEach = plan(quickWorkloads()), 300*time.Millisecond
 	}
 	c.cells = filterCells(c.cells, c.baseBin != "", *only, *systems)
+	for i := range c.cells {
+		if *warmup > 0 {
+			c.cells[i].w.warmup = *warmup
+		}
+		if *duration > 0 {
+			c.cells[i].w.duration = *duration
+		}
+	}
 	if len(c.cells) == 0 {
 		return fs.UsageErr("--only and --systems leave no cell to run")
 	}
@@ -185,7 +210,47 @@ func fullWorkloads() []workload {
 		}
 	}
 	ws = append(ws, workload{name: "W2-8p-8prod", partitions: 8, producers: 8, recordSize: 1024, warmup: warm, duration: dur})
-	return append(ws, workload{name: "W7-fetch", fetch: true, partitions: 1, recordSize: 1024, backlog: 1 << 30})
+	ws = append(ws, workload{name: "W7-fetch", fetch: true, partitions: 1, recordSize: 1024, backlog: 1 << 30})
+	return append(ws, semanticWorkloads(warm, dur)...)
+}
+
+// semanticWorkloads are W3, W4 and W6 (issue 10 item 2), in --full only:
+//   - W3: W2-1p-4prod's shape at a fixed rate of 50 % of the records/s
+//     W2-1p-4prod reached on the same system in the same round, latency from
+//     the intended send time (the fixed schedule: no coordinated omission).
+//   - W4: one producer on one partition, max rate, one cell per semantic:
+//     acks=1 (not idempotent), idempotent acks=all, transactions of
+//     1/100/1000 records, transactions committed every 10/100/1000 ms. A
+//     transactional record counts (and its latency ends) when its
+//     transaction's EndTransaction commit returns.
+//   - W6: idempotent acks=all with 1/100/1000 producers, each its own kgo
+//     client and so its own producer ID, 20,000 records buffered over all of
+//     them; afterwards the log is read back and a record whose (producer,
+//     sequence) key was already seen counts as a duplicate (must be 0).
+func semanticWorkloads(warm, dur time.Duration) []workload {
+	ws := []workload{{name: "W3-1p-4prod-50pct", partitions: 1, producers: 4, recordSize: 1024,
+		rateOf: "W2-1p-4prod", rateFraction: 0.5, warmup: warm, duration: dur}}
+	w4 := func(name string) workload {
+		return workload{name: name, partitions: 1, producers: 1, recordSize: 1024, warmup: warm, duration: dur, kafkaOnly: true}
+	}
+	acks1 := w4("W4-acks1")
+	acks1.acks1 = true
+	ws = append(ws, acks1, w4("W4-idempotent"))
+	for _, n := range []int{1, 100, 1000} {
+		w := w4(fmt.Sprintf("W4-txn-%drec", n))
+		w.txnRecords = n
+		ws = append(ws, w)
+	}
+	for _, d := range []time.Duration{10 * time.Millisecond, 100 * time.Millisecond, time.Second} {
+		w := w4(fmt.Sprintf("W4-txn-%dms", d.Milliseconds()))
+		w.txnEvery = d
+		ws = append(ws, w)
+	}
+	for _, n := range []int{1, 100, 1000} {
+		ws = append(ws, workload{name: fmt.Sprintf("W6-%dpid", n), partitions: 1, producers: n, recordSize: 1024,
+			warmup: warm, duration: dur, dupCheck: true, kafkaOnly: true})
+	}
+	return ws
 }
 
 // filterCells drops the baseline's cells without a --baseline binary, and
@@ -218,7 +283,7 @@ func plan(ws []workload) []cellSpec {
 		for _, m := range modes {
 			for _, s := range m {
 				// NATS has no partitions: only its 1-partition cells compare.
-				if s.kind == "nats" && w.partitions > 1 {
+				if s.kind == "nats" && (w.partitions > 1 || w.kafkaOnly) {
 					continue
 				}
 				cells = append(cells, cellSpec{w, s})
@@ -251,14 +316,21 @@ func (c *compareConfig) run(ctx context.Context) (*report, error) {
 		rep.Calibration = append(rep.Calibration, cal)
 		fmt.Fprintf(c.stdout, "round %d: fdatasync 4 KiB p50 %.0f µs (preallocated %.0f µs), loopback RTT p50 %.1f µs\n",
 			r, cal.syncP50(4<<10, false), cal.syncP50(4<<10, true), cal.RTT.P50)
-		n := len(c.cells)
-		for i := range n {
+		order := roundOrder(c.cells, r)
+		for i, spec := range order {
 			if ctx.Err() != nil {
 				return rep, ctx.Err()
 			}
-			spec := c.cells[(i+r)%n]
-			res := c.runCell(ctx, spec)
-			res.Round, res.Order = r, i
+			res := &cellResult{Workload: spec.w.name, System: spec.s.name, Durable: spec.s.durable}
+			if spec.w.rateOf != "" {
+				spec.w.rate = rep.rateFor(r, spec.w.rateOf, spec.s.name) * spec.w.rateFraction
+			}
+			if spec.w.rateOf != "" && spec.w.rate <= 0 {
+				res.Error = fmt.Sprintf("no %s measurement on %s in this round to take %g of", spec.w.rateOf, spec.s.name, spec.w.rateFraction)
+			} else {
+				res = c.runCell(ctx, spec)
+			}
+			res.Round, res.Order, res.TargetRate = r, i, roundTo(spec.w.rate, 0)
 			rep.Cells = append(rep.Cells, res)
 			if res.Error != "" {
 				failed = errors.Join(failed, fmt.Errorf("round %d %s on %s: %s", r, spec.w.name, spec.s.name, res.Error))
@@ -274,6 +346,22 @@ func (c *compareConfig) run(ctx context.Context) (*report, error) {
 	}
 	rep.flagCalibration()
 	return rep, failed
+}
+
+// roundOrder is round r's cell order: cells rotated by r positions, except
+// that a cell whose rate derives from another workload's measurement (W3)
+// runs after every other cell of the round, so that measurement exists.
+func roundOrder(cells []cellSpec, r int) []cellSpec {
+	var first, after []cellSpec
+	for i := range cells {
+		spec := cells[(i+r)%len(cells)]
+		if spec.w.rateOf != "" {
+			after = append(after, spec)
+		} else {
+			first = append(first, spec)
+		}
+	}
+	return append(first, after...)
 }
 
 // runCell starts a fresh broker for spec, runs the workload and stops it.
@@ -330,16 +418,34 @@ func runWorkload(ctx context.Context, b *brokerProc, spec cellSpec, res *cellRes
 		res.fromFetch(fr)
 		return err
 	default:
-		opts, err := cli.ProducerOpts(cli.NewFlagSet("produce", ""), "all", true)
+		acks, idempotent := "all", true
+		if w.acks1 {
+			acks, idempotent = "1", false
+		}
+		opts, err := cli.ProducerOpts(cli.NewFlagSet("produce", ""), acks, idempotent)
 		if err != nil {
 			return err
 		}
 		pb := &produceBench{brokers: b.addr, topic: "bench", partitions: w.partitions, partitionsSet: true,
 			producers: w.producers, recordSize: w.recordSize, duration: w.duration, warmup: w.warmup,
-			sync: w.sync, linger: 10 * time.Millisecond, maxBuffered: 50000, brokerPID: b.pid(), clientOpts: opts}
+			sync: w.sync, rate: w.rate, linger: 10 * time.Millisecond, maxBuffered: 50000, brokerPID: b.pid(), clientOpts: opts,
+			txnRecords: w.txnRecords, txnEvery: w.txnEvery, keyed: w.dupCheck}
+		if w.dupCheck {
+			// The same records in flight over all producers whatever
+			// their count, so W6 measures producer IDs, not buffering.
+			pb.maxBuffered = max(1, 20000/w.producers)
+		}
 		pr := &produceResult{Bench: "produce"}
 		err = pb.run(ctx, pr)
 		res.fromProduce(pr)
+		if err == nil && w.dupCheck {
+			var d dupCount
+			d, err = countDuplicates(ctx, b.addr, "bench")
+			res.ReadBack, res.Duplicates = &d.records, &d.duplicates
+			if err == nil && d.duplicates > 0 {
+				err = fmt.Errorf("%d duplicate records of %d read back", d.duplicates, d.records)
+			}
+		}
 		return err
 	}
 }

@@ -24,6 +24,7 @@ type fetchBench struct {
 	partitionMaxBytes int
 	brokerPID         int
 	json              bool
+	onRecord          func(*kgo.Record) // if set, sees every record read (W6's duplicate count)
 }
 
 // fetchResult is one fetch run's report.
@@ -160,6 +161,9 @@ func (b *fetchBench) drain(ctx context.Context, cl *kgo.Client, ends map[int32]i
 		}
 		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 			for _, r := range p.Records {
+				if b.onRecord != nil {
+					b.onRecord(r)
+				}
 				res.Records++
 				res.Bytes += int64(len(r.Key) + len(r.Value))
 			}

@@ -54,7 +54,7 @@ func natsConnect(ctx context.Context, url string) (*nats.Conn, jetstream.JetStre
 // is handed to the client, which blocks while the window is full).
 func natsProduce(ctx context.Context, url string, w workload, brokerPID int) (*produceResult, error) {
 	res := &produceResult{Bench: "produce", Topic: natsStream, Partitions: 1, Producers: w.producers,
-		RecordSize: w.recordSize, Acks: "all", Sync: w.sync, WarmupS: w.warmup.Seconds()}
+		RecordSize: w.recordSize, Acks: "all", Sync: w.sync, TargetRate: w.rate, WarmupS: w.warmup.Seconds()}
 	conns := make([]jetstream.JetStream, 0, w.producers)
 	for range w.producers {
 		nc, js, err := natsConnect(ctx, url)
@@ -68,9 +68,13 @@ func natsProduce(ctx context.Context, url string, w workload, brokerPID int) (*p
 	start := time.Now()
 	st := &produceStats{hist: newHistogram(), warmEnd: start.Add(w.warmup), runCtx: ctx}
 	st.end = st.warmEnd.Add(w.duration)
+	var interval time.Duration // W3: each publisher's share of the fixed rate
+	if w.rate > 0 {
+		interval = time.Duration(float64(time.Second) * float64(w.producers) / w.rate)
+	}
 	var wg sync.WaitGroup
 	for _, js := range conns {
-		wg.Go(func() { natsPublishLoop(ctx, js, w.sync, st, payload) })
+		wg.Go(func() { natsPublishLoop(ctx, js, w.sync, interval, st, start, payload) })
 	}
 	pb := &produceBench{brokerPID: brokerPID, recordSize: w.recordSize}
 	usage, sampleErr := pb.sampleWindow(ctx, st)
@@ -87,7 +91,10 @@ func natsProduce(ctx context.Context, url string, w workload, brokerPID int) (*p
 }
 
 // natsPublishLoop publishes until the window ends, then waits for the acks.
-func natsPublishLoop(ctx context.Context, js jetstream.JetStream, oneInFlight bool, st *produceStats, payload []byte) {
+// With interval > 0 the intended send times are start + i*interval, fixed in
+// advance as in produceBench.produceLoop.
+func natsPublishLoop(ctx context.Context, js jetstream.JetStream, oneInFlight bool, interval time.Duration,
+	st *produceStats, start time.Time, payload []byte) {
 	type pending struct {
 		f        jetstream.PubAckFuture
 		intended time.Time
@@ -110,8 +117,14 @@ func natsPublishLoop(ctx context.Context, js jetstream.JetStream, oneInFlight bo
 			}
 		})
 	}
-	for ctx.Err() == nil {
+	for i := 0; ctx.Err() == nil; i++ {
 		intended := time.Now()
+		if interval > 0 {
+			intended = start.Add(time.Duration(i) * interval)
+			if !sleepUntil(ctx, intended) {
+				break
+			}
+		}
 		if !intended.Before(st.end) {
 			break
 		}

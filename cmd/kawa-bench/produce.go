@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -36,7 +37,15 @@ type produceBench struct {
 	brokerPID     int
 	json          bool
 	clientOpts    []kgo.Opt // acks, idempotence
+	// Transactions (W4): each client gets its own transactional ID and
+	// commits every txnRecords records or every txnEvery, whichever is set.
+	txnRecords int
+	txnEvery   time.Duration
+	keyed      bool // W6: key each record by producer index and sequence (dupKey)
 }
+
+// transactional reports whether the clients produce in transactions.
+func (b *produceBench) transactional() bool { return b.txnRecords > 0 || b.txnEvery > 0 }
 
 // produceResult is one run's report; its JSON names are the script's API.
 type produceResult struct {
@@ -185,15 +194,19 @@ func (b *produceBench) run(ctx context.Context, res *produceResult) error {
 	}
 	payload := make([]byte, b.recordSize)
 	rand.NewChaCha8([32]byte{}).Read(payload)
-	if err := prime(ctx, clients, payload); err != nil {
+	if err := prime(ctx, clients, payload, b.transactional()); err != nil {
 		return err
 	}
 	start := time.Now()
 	st := &produceStats{hist: newHistogram(), warmEnd: start.Add(b.warmup), runCtx: ctx}
 	st.end = st.warmEnd.Add(b.duration)
 	var wg sync.WaitGroup
-	for _, cl := range clients {
-		wg.Go(func() { b.produceLoop(ctx, cl, st, start, payload) })
+	for i, cl := range clients {
+		if b.transactional() {
+			wg.Go(func() { b.txnLoop(ctx, cl, st, payload) })
+			continue
+		}
+		wg.Go(func() { b.produceLoop(ctx, cl, uint32(i), st, start, payload) })
 	}
 	usage, sampleErr := b.sampleWindow(ctx, st)
 	stopped := time.Now() // the window's end, or the interrupt
@@ -214,13 +227,25 @@ func (b *produceBench) run(ctx context.Context, res *produceResult) error {
 // loaded machine that setup can outlast a short warmup and window, and the
 // window would count acks of setup, not of steady state (with none at all
 // when it outlasts both). The primed records stay in the log, unmeasured.
-func prime(ctx context.Context, clients []*kgo.Client, payload []byte) error {
+// Transactional clients send theirs in a committed transaction of one, which
+// also gets their transactional producer ID and epoch (InitProducerID).
+func prime(ctx context.Context, clients []*kgo.Client, payload []byte, txn bool) error {
 	pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	errs := make([]error, len(clients))
 	var wg sync.WaitGroup
 	for i, cl := range clients {
-		wg.Go(func() { errs[i] = cl.ProduceSync(pctx, &kgo.Record{Value: payload}).FirstErr() })
+		wg.Go(func() {
+			if txn {
+				errs[i] = cl.BeginTransaction()
+			}
+			if errs[i] == nil {
+				errs[i] = cl.ProduceSync(pctx, &kgo.Record{Value: payload}).FirstErr()
+			}
+			if txn && errs[i] == nil {
+				errs[i] = cl.EndTransaction(pctx, kgo.TryCommit)
+			}
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -276,7 +301,8 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 
 // produceLoop sends records until the window ends, then waits for their acks.
 // With a rate the intended send times are start + i*interval, fixed in advance.
-func (b *produceBench) produceLoop(ctx context.Context, cl *kgo.Client, st *produceStats, start time.Time, payload []byte) {
+// With keyed, producer is this loop's index in the record keys (dupKey).
+func (b *produceBench) produceLoop(ctx context.Context, cl *kgo.Client, producer uint32, st *produceStats, start time.Time, payload []byte) {
 	var interval time.Duration
 	if b.rate > 0 {
 		interval = time.Duration(float64(time.Second) * float64(b.producers) / b.rate)
@@ -296,6 +322,9 @@ func (b *produceBench) produceLoop(ctx context.Context, cl *kgo.Client, st *prod
 			break
 		}
 		rec := &kgo.Record{Value: payload, Timestamp: intended}
+		if b.keyed {
+			rec.Key = dupKey(producer, uint64(i))
+		}
 		if b.sync {
 			st.ack(intended, cl.ProduceSync(ctx, rec).FirstErr())
 			continue
@@ -351,8 +380,13 @@ func (b *produceBench) newClients() ([]*kgo.Client, error) {
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 	}, b.clientOpts...)
 	clients := make([]*kgo.Client, 0, b.producers)
-	for range b.producers {
-		cl, err := cli.ClientFor(fs, b.brokers, opts...)
+	run := time.Now().UnixNano() // transactional IDs unique to this run
+	for i := range b.producers {
+		o := opts
+		if b.transactional() {
+			o = append(slices.Clip(opts), kgo.TransactionalID(fmt.Sprintf("kawa-bench-%d-%d", run, i)))
+		}
+		cl, err := cli.ClientFor(fs, b.brokers, o...)
 		if err != nil {
 			return clients, err
 		}

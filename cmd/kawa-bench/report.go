@@ -30,8 +30,14 @@ type cellResult struct {
 	// bytes each made durable on average (group commit shows as > 1 batch).
 	Fsyncs        int64   `json:"fsyncs,omitempty"`
 	BytesPerFsync float64 `json:"bytes_per_fsync,omitempty"`
-	Errors        int64   `json:"errors,omitempty"`
-	Error         string  `json:"error,omitempty"`
+	// W3: the fixed rate the cell was driven at, records/s over all producers.
+	TargetRate float64 `json:"target_rate,omitempty"`
+	// W6: records read back from the log after the cell, and how many of
+	// them repeated a (producer, sequence) key already read: 0 is right.
+	ReadBack   *int64 `json:"read_back_records,omitempty"`
+	Duplicates *int64 `json:"duplicates,omitempty"`
+	Errors     int64  `json:"errors,omitempty"`
+	Error      string `json:"error,omitempty"`
 }
 
 func (c *cellResult) fromProduce(r *produceResult) {
@@ -55,6 +61,17 @@ func (c *cellResult) fromUsage(u *brokerUsage) {
 	if u != nil {
 		c.UserCPUPerGiB, c.SysCPUPerGiB, c.PeakRSS = u.UserPerGiB, u.SysPerGiB, u.PeakRSSBytes
 	}
+}
+
+// rateFor is the records/s of workload on system in round, 0 if it was not
+// measured there (or failed).
+func (r *report) rateFor(round int, workload, system string) float64 {
+	for _, c := range r.Cells {
+		if c.Round == round && c.Workload == workload && c.System == system && c.Error == "" {
+			return c.RecordsPerS
+		}
+	}
+	return 0
 }
 
 // ratio is Kawa's figure over a peer's for one workload and metric, from
@@ -257,6 +274,28 @@ func (r *report) targets() []string {
 			out = append(out, fmt.Sprintf("%-7s %s kawa broker CPU <= 0.5 s/GiB: %.3g s/GiB (median)", verdict(u <= 0.5), w, u))
 		}
 	}
+	// W4 and W6 compare a Kawa system with itself, per round.
+	for _, sys := range []string{"kawa-always", "kawa-never"} {
+		if x := r.selfRatios("W4-txn-100ms", "W4-idempotent", sys); len(x) > 0 {
+			m := median(x)
+			out = append(out, fmt.Sprintf("%-7s W4 %s transactions every 100 ms >= 0.95x idempotent rec/s: %.3g [%.3g-%.3g]",
+				verdict(m >= 0.95), sys, m, slices.Min(x), slices.Max(x)))
+		}
+		if x := r.selfRatios("W6-1000pid", "W6-1pid", sys); len(x) > 0 {
+			m := median(x)
+			out = append(out, fmt.Sprintf("%-7s W6 %s rec/s flat within 10%% from 1 to 1,000 producer IDs: 1000/1 %.3g [%.3g-%.3g]",
+				verdict(m >= 0.9 && m <= 1.1), sys, m, slices.Min(x), slices.Max(x)))
+		}
+	}
+	var dups, checked int64
+	for _, c := range r.Cells {
+		if c.Duplicates != nil && strings.HasPrefix(c.System, "kawa") {
+			dups, checked = dups+*c.Duplicates, checked+1
+		}
+	}
+	if checked > 0 {
+		out = append(out, fmt.Sprintf("%-7s W6 zero duplicates on kawa: %d in %d cells", verdict(dups == 0), dups, checked))
+	}
 	var peak int64
 	for _, c := range r.Cells {
 		if strings.HasPrefix(c.System, "kawa") {
@@ -265,6 +304,19 @@ func (r *report) targets() []string {
 	}
 	if peak > 0 {
 		out = append(out, fmt.Sprintf("%-7s kawa peak RSS <= 256 MiB over all cells: %.0f MiB", verdict(peak <= 256<<20), float64(peak)/(1<<20)))
+	}
+	return out
+}
+
+// selfRatios is system's records/s in workload a over its records/s in
+// workload b, one per round where both cells succeeded.
+func (r *report) selfRatios(a, b, system string) []float64 {
+	var out []float64
+	for round := range r.Rounds {
+		x, y := r.rateFor(round, a, system), r.rateFor(round, b, system)
+		if x > 0 && y > 0 {
+			out = append(out, roundTo(x/y, 4))
+		}
 	}
 	return out
 }
