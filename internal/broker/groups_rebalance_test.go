@@ -319,6 +319,16 @@ func (l *groupLedger) duplicates() []string {
 	return out
 }
 
+// memberLedger is what a loopMember reports to: its callbacks, each record
+// it processed, each commit's answer, and its crash.
+type memberLedger interface {
+	assigned(m int, ps map[string][]int32)
+	revoked(m int, ps map[string][]int32)
+	died(m int)
+	process(m int, r *kgo.Record)
+	commit(rs []*kgo.Record, err error)
+}
+
 // loopMember is one group consumer: poll, process, commit, allow rebalance.
 type loopMember struct {
 	id       int
@@ -330,7 +340,7 @@ type loopMember struct {
 	stopOnce sync.Once
 }
 
-func startMember(t *testing.T, k *kawatest.Broker, id int, group, topic string, bal kgo.GroupBalancer, led *groupLedger, extra ...kgo.Opt) *loopMember {
+func startMember(t *testing.T, k *kawatest.Broker, id int, group, topic string, bal kgo.GroupBalancer, led memberLedger, extra ...kgo.Opt) *loopMember {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &loopMember{id: id, ctx: ctx, cancel: cancel, crash: make(chan struct{}), done: make(chan struct{})}
 	opts := append(memberOpts(group, topic), kgo.Balancers(bal), kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
@@ -345,7 +355,7 @@ func startMember(t *testing.T, k *kawatest.Broker, id int, group, topic string, 
 	return m
 }
 
-func (m *loopMember) run(led *groupLedger) {
+func (m *loopMember) run(led memberLedger) {
 	defer close(m.done)
 	for {
 		fs := m.cl.PollRecords(m.ctx, 50)
