@@ -356,6 +356,7 @@ func shareCrasher(t *testing.T, ctx context.Context, addr, group, topic string, 
 	sf := kmsg.NewPtrShareFetchRequest()
 	sf.GroupID, sf.MemberID = kmsg.StringPtr(group), hr.MemberID
 	sf.MaxWaitMillis, sf.MaxBytes, sf.MaxRecords, sf.BatchSize = 5000, 1<<20, take, take
+	sf.ShareAcquireMode = 1 // record_limit (KIP-1206): hold exactly take records, not whole batches
 	sf.Topics = []kmsg.ShareFetchRequestTopic{{TopicID: hr.Assignment.TopicPartitions[0].TopicID,
 		Partitions: []kmsg.ShareFetchRequestTopicPartition{{Partition: 0}, {Partition: 1}}}}
 	sr, err := sf.RequestWith(ctx, cl)

@@ -61,35 +61,50 @@ func TestShareThroughput(t *testing.T) {
 	c.Close()
 	t.Logf("classic group, 1 member: %d records in %v: %.0f records/s", n, time.Since(start).Round(time.Millisecond), float64(n)/time.Since(start).Seconds())
 
-	for _, members := range []int{1, 4, 16} {
-		group := fmt.Sprintf("share-%d", members)
-		setShareConfigs(t, k, group, "share.auto.offset.reset", "earliest")
-		var got atomic.Int64
-		mctx, stop := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		start := time.Now()
-		for range members {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				cl := shareConsumer(k, "bench", group)
-				defer cl.Close()
-				for mctx.Err() == nil {
-					fs := cl.PollFetches(mctx)
-					fs.EachRecord(func(r *kgo.Record) { r.Ack(kgo.AckAccept) })
-					if got.Add(int64(fs.NumRecords())) >= int64(n) {
-						stop()
-					}
-				}
-			}()
+	// Both KIP-1206 acquire modes: batch_optimized (the default; whole
+	// stored batches are acquired) and record_limit (ShareMaxRecordsStrict:
+	// at most 500 records per fetch, so a stored batch of thousands goes
+	// out, and is decoded by the client, once per 500 of its records).
+	for _, c := range []struct {
+		mode string
+		opts []kgo.Opt
+	}{{"batch_optimized", nil}, {"record_limit", []kgo.Opt{kgo.ShareMaxRecordsStrict()}}} {
+		for _, members := range []int{1, 4, 16} {
+			shareThroughput(t, ctx, k, n, members, c.mode, c.opts)
 		}
-		<-mctx.Done()
-		elapsed := time.Since(start)
-		stop()
-		wg.Wait()
-		if got.Load() < int64(n) {
-			t.Fatalf("share group with %d members: %d of %d records before the deadline", members, got.Load(), n)
-		}
-		t.Logf("share group, %d members: %d records in %v: %.0f records/s", members, n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds())
 	}
+}
+
+// shareThroughput consumes the n records of bench with members share
+// consumers of a new group, accepting every record, and logs records/s.
+func shareThroughput(t *testing.T, ctx context.Context, k *kawatest.Broker, n, members int, mode string, opts []kgo.Opt) {
+	group := fmt.Sprintf("share-%s-%d", mode, members)
+	setShareConfigs(t, k, group, "share.auto.offset.reset", "earliest")
+	var got atomic.Int64
+	mctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl := shareConsumer(k, "bench", group, opts...)
+			defer cl.Close()
+			for mctx.Err() == nil {
+				fs := cl.PollFetches(mctx)
+				fs.EachRecord(func(r *kgo.Record) { r.Ack(kgo.AckAccept) })
+				if got.Add(int64(fs.NumRecords())) >= int64(n) {
+					stop()
+				}
+			}
+		}()
+	}
+	<-mctx.Done()
+	elapsed := time.Since(start)
+	stop()
+	wg.Wait()
+	if got.Load() < int64(n) {
+		t.Fatalf("share group (%s) with %d members: %d of %d records before the deadline", mode, members, got.Load(), n)
+	}
+	t.Logf("share group (%s), %d members: %d records in %v: %.0f records/s", mode, members, n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds())
 }

@@ -17,6 +17,11 @@ import (
 // had none; Kafka's share.fetch.max.records default is 500).
 const defaultShareMaxRecords = 500
 
+// shareAcquireRecordLimit is KIP-1206's share_acquire_mode record_limit
+// (ShareFetch v2+): max_records is a hard limit. 0, batch_optimized, is
+// the default and v1's behaviour.
+const shareAcquireRecordLimit int8 = 1
+
 // ShareFetch (key 78), versions 1-2 (KIP-932; v2 adds KIP-1206's acquire
 // mode and KIP-1222's renew acknowledgements).
 //
@@ -34,8 +39,10 @@ const defaultShareMaxRecords = 500
 // redeliveries (the lowest available offsets) first, then new records up
 // to the high watermark (the last stable offset under
 // share.isolation.level=read_committed, where aborted transactions' records
-// and control batches are archived, never delivered). At most max_records
-// are acquired, each locked for share.record.lock.duration.ms (the response's
+// and control batches are archived, never delivered). Up to max_records
+// are acquired (KIP-1206: in batch_optimized mode, the default, the stored
+// batch reaching max_records is acquired to its end, as in Kafka; in
+// record_limit mode never more), each locked for share.record.lock.duration.ms (the response's
 // acquisition_lock_timeout_ms); their delivery counts are persisted before
 // the answer. Whole stored batches are returned; the
 // acquired_records ranges say which of their records belong to this member.
@@ -161,7 +168,7 @@ func (b *Broker) shareFetch(ctx context.Context, pollDone <-chan struct{}, r *km
 	deadline := time.Now().Add(time.Duration(r.MaxWaitMillis) * time.Millisecond)
 	for len(tps) > 0 {
 		wakes := append(b.shareWakes(tps), b.shares.Wake())
-		if n := b.shareFetchOnce(ctx, groupID, memberID, tps, max, maxBytes, answer); n > 0 || !time.Now().Before(deadline) || ctx.Err() != nil {
+		if n := b.shareFetchOnce(ctx, groupID, memberID, tps, max, maxBytes, r.ShareAcquireMode != shareAcquireRecordLimit, answer); n > 0 || !time.Now().Before(deadline) || ctx.Err() != nil {
 			break
 		}
 		wait := time.Until(deadline)
@@ -209,8 +216,9 @@ func (b *Broker) shareWakes(tps []share.TP) []<-chan struct{} {
 }
 
 // shareFetchOnce acquires records from each partition once, up to max
-// records and maxBytes over all of them, and returns the records acquired.
-func (b *Broker) shareFetchOnce(ctx context.Context, groupID, memberID string, tps []share.TP, max, maxBytes int, answer func([16]byte, share.TP) *shareAnswer) int {
+// records (a soft limit with wholeBatches, see share.Coordinator.Acquire)
+// and maxBytes over all of them, and returns the records acquired.
+func (b *Broker) shareFetchOnce(ctx context.Context, groupID, memberID string, tps []share.TP, max, maxBytes int, wholeBatches bool, answer func([16]byte, share.TP) *shareAnswer) int {
 	n, bytes := 0, 0
 	iso := partition.ReadUncommitted
 	if b.shares.ReadCommitted(groupID) {
@@ -242,7 +250,7 @@ func (b *Broker) shareFetchOnce(ctx context.Context, groupID, memberID string, t
 			continue
 		}
 		spans, raws := shareSpans(res)
-		acq, err := b.shares.Acquire(ctx, groupID, memberID, tp, from, spans, bound, max-n)
+		acq, err := b.shares.Acquire(ctx, groupID, memberID, tp, from, spans, bound, max-n, wholeBatches)
 		if err != nil {
 			a := answer(t.ID, tp)
 			a.sp.ErrorCode, a.sp.ErrorMessage = kerr.KafkaStorageError.Code, kmsg.StringPtr(err.Error())

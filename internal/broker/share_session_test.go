@@ -2,9 +2,11 @@ package broker_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kawa-broker/kawa/internal/kawatest"
@@ -163,4 +165,44 @@ func TestShareGroupHeartbeatMemberIDs(t *testing.T) {
 		t.Errorf("leave of m1: %v epoch %d, want 0 and -1", kerr.ErrorForCode(r.ErrorCode), r.MemberEpoch)
 	}
 	wantCode(t, "second leave of m1", hb("g", "m1", -1, nil).ErrorCode, kerr.UnknownMemberID)
+}
+
+// KIP-1206 acquire modes over the wire, on a log of one stored batch of
+// 100 records: batch_optimized (0, the default and v1's behaviour)
+// acquires the batch reaching max_records to its end, as Kafka does, so
+// the batch goes out once and not once per max_records; record_limit (1)
+// acquires exactly max_records.
+func TestShareFetchAcquireModes(t *testing.T) {
+	t.Parallel()
+	k := kawatest.NewBroker(t)
+	k.CreateTopic("q", 1, nil)
+	p := k.Client(kgo.DefaultProduceTopic("q"), kgo.ManualFlushing())
+	for i := range 100 {
+		p.Produce(context.Background(), kgo.StringRecord(strconv.Itoa(i)), nil)
+	}
+	if err := p.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		mode int8
+		want kmsg.ShareFetchResponseTopicPartitionAcquiredRecord
+	}{
+		{0, kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{FirstOffset: 0, LastOffset: 99, DeliveryCount: 1}},
+		{1, kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{FirstOffset: 0, LastOffset: 2, DeliveryCount: 1}},
+	} {
+		group := "g" + strconv.Itoa(int(c.mode))
+		setShareConfigs(t, k, group, "share.auto.offset.reset", "earliest")
+		id := shareJoin(t, k, group, "member-0000000000000", "q")
+		sf := kmsg.NewPtrShareFetchRequest()
+		sf.GroupID, sf.MemberID = kmsg.StringPtr(group), kmsg.StringPtr("member-0000000000000")
+		sf.MaxWaitMillis, sf.MaxBytes, sf.MaxRecords, sf.BatchSize, sf.ShareAcquireMode = 0, 1<<20, 3, 3, c.mode
+		sf.Topics = []kmsg.ShareFetchRequestTopic{{TopicID: id, Partitions: []kmsg.ShareFetchRequestTopicPartition{{Partition: 0}}}}
+		r, err := sf.RequestWith(context.Background(), k.Client())
+		if err != nil || r.ErrorCode != 0 {
+			t.Fatalf("mode %d: share fetch: %v %v", c.mode, err, kerr.ErrorForCode(r.ErrorCode))
+		}
+		if got := acquiredOf(r); len(got) != 1 || got[0].FirstOffset != c.want.FirstOffset || got[0].LastOffset != c.want.LastOffset || got[0].DeliveryCount != c.want.DeliveryCount {
+			t.Errorf("mode %d, max_records 3: acquired %+v, want [%d, %d] delivery count 1", c.mode, got, c.want.FirstOffset, c.want.LastOffset)
+		}
+	}
 }

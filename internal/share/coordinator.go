@@ -641,9 +641,11 @@ func (c *Coordinator) ReadFrom(groupID string, tp TP, logStart, hw, bound int64)
 // member (ShareFetch's acquisition) and returns the acquired runs. The new
 // delivery counts are persisted before it returns, so a crash after the
 // records went out cannot hand them out again under the same count (the
-// delivery-count limit holds over restarts). Errors: the state log's;
-// nothing is acquired then.
-func (c *Coordinator) Acquire(ctx context.Context, groupID, memberID string, tp TP, from int64, spans []Span, bound int64, max int) ([]Acquired, error) {
+// delivery-count limit holds over restarts). wholeBatches makes max a
+// soft limit (KIP-1206 batch_optimized: the batch reaching it is acquired
+// to its end); without it at most max are acquired (record_limit).
+// Errors: the state log's; nothing is acquired then.
+func (c *Coordinator) Acquire(ctx context.Context, groupID, memberID string, tp TP, from int64, spans []Span, bound int64, max int, wholeBatches bool) ([]Acquired, error) {
 	var acq []Acquired
 	err := c.durably(ctx, func() (func(context.Context) error, error) {
 		g := c.groups[groupID]
@@ -654,7 +656,7 @@ func (c *Coordinator) Acquire(ctx context.Context, groupID, memberID string, tp 
 		if sp == nil {
 			return nil, nil
 		}
-		acq = sp.acquire(from, spans, bound, memberID, c.now().Add(g.duration(ConfigLockDuration, DefaultLockDuration)), max, g.limit())
+		acq = sp.acquire(from, spans, bound, memberID, c.now().Add(g.duration(ConfigLockDuration, DefaultLockDuration)), max, g.limit(), wholeBatches)
 		if len(acq) == 0 {
 			return nil, nil
 		}

@@ -127,12 +127,17 @@ func (sp *sharePartition) firstAvailable() int64 {
 
 // acquire locks up to max records of spans (batches read from the log in
 // offset order) for member until lockUntil. Records at or past bound (the
-// high watermark or last stable offset) are never acquired.
+// high watermark or last stable offset) are never acquired. With
+// wholeBatches (KIP-1206's batch_optimized acquire mode, the default) max
+// is a soft limit, as in Kafka: the batch in which it is reached is
+// acquired to its end, so a response never carries a stored batch only
+// partly acquired by this fetch, which the client would decode whole for
+// a few records; otherwise (record_limit) at most max are acquired.
 //
 // from is the offset the read started at: available records between from
 // and the spans' end that no span covers are gone from the log (compacted
 // or deleted), so they are dropped rather than waited for forever.
-func (sp *sharePartition) acquire(from int64, spans []Span, bound int64, member string, lockUntil time.Time, max, limit int) []Acquired {
+func (sp *sharePartition) acquire(from int64, spans []Span, bound int64, member string, lockUntil time.Time, max, limit int, wholeBatches bool) []Acquired {
 	var out []Acquired
 	n := 0
 	next := from
@@ -143,7 +148,7 @@ func (sp *sharePartition) acquire(from int64, spans []Span, bound int64, member 
 			}
 		}
 		next = s.Last + 1
-		for o := max64(s.First, sp.start); o <= s.Last && o < bound && n < max; o++ {
+		for o := max64(s.First, sp.start); o <= s.Last && o < bound && (n < max || wholeBatches); o++ {
 			if o >= sp.end {
 				// Offsets between the SPEO and this batch are gaps; they get no entry.
 				if s.Skip {

@@ -80,7 +80,7 @@ func acquire(t *testing.T, c *Coordinator, member string) []Acquired {
 	for o := from; o < 10; o++ {
 		spans = append(spans, Span{First: o, Last: o})
 	}
-	acq, err := c.Acquire(ctx, "g", member, tp, from, spans, 10, 100)
+	acq, err := c.Acquire(ctx, "g", member, tp, from, spans, 10, 100, true)
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
@@ -423,5 +423,48 @@ func TestLag(t *testing.T) {
 	}
 	if lag, _ := c.Lag("g", tp, 10); lag != 6 {
 		t.Errorf("lag against end 10: %d, want 6", lag)
+	}
+}
+
+// KIP-1206: in batch_optimized mode max_records is a soft limit (the
+// stored batch reaching it is acquired to its end, as Kafka's
+// SharePartition does), in record_limit mode a hard one. The log holds
+// batches [0,3], [4,7] and [8,9].
+func TestAcquireWholeBatches(t *testing.T) {
+	batches := []Span{{First: 0, Last: 3}, {First: 4, Last: 7}, {First: 8, Last: 9}}
+	acquireMax := func(c *Coordinator, member string, max int, whole bool) []Acquired {
+		t.Helper()
+		from, ok := c.ReadFrom("g", tp, 0, 10, 10)
+		if !ok {
+			return nil
+		}
+		var spans []Span
+		for _, s := range batches {
+			if s.Last >= from {
+				spans = append(spans, s)
+			}
+		}
+		acq, err := c.Acquire(ctx, "g", member, tp, from, spans, 10, max, whole)
+		if err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+		return acq
+	}
+	c := open(t, newLog())
+	if got := acquireMax(c, "a", 2, false); len(got) != 1 || got[0] != (Acquired{0, 1, 1}) {
+		t.Fatalf("record_limit, max 2: a acquired %v, want [{0 1 1}]", got)
+	}
+	// The rest of the first batch, then the second: max 5 is reached at
+	// offset 6, so the second is acquired to its end and the third not.
+	if got := acquireMax(c, "b", 5, true); len(got) != 1 || got[0] != (Acquired{2, 7, 1}) {
+		t.Fatalf("batch_optimized, max 5: b acquired %v, want [{2 7 1}]", got)
+	}
+	if got := acquireMax(c, "a", 1, false); len(got) != 1 || got[0] != (Acquired{8, 8, 1}) {
+		t.Fatalf("record_limit, max 1: a acquired %v, want [{8 8 1}]", got)
+	}
+
+	c = open(t, newLog())
+	if got := acquireMax(c, "a", 1, true); len(got) != 1 || got[0] != (Acquired{0, 3, 1}) {
+		t.Fatalf("batch_optimized, max 1: a acquired %v, want [{0 3 1}]", got)
 	}
 }
