@@ -46,6 +46,11 @@ type workload struct {
 	txnEvery   time.Duration // commit every interval (0: no transactions by time)
 	dupCheck   bool          // key records by producer and sequence, then read the log back and count duplicates
 	kafkaOnly  bool
+	// Records each producer buffers before Produce blocks (0: kgo's
+	// 50,000). W4 caps every cell alike at 1 MiB, as `kawa-bench txn`
+	// does, so a transaction's closing Flush is short and it lasts about
+	// its interval instead of draining 50 MB.
+	maxBuffered int
 }
 
 // system is one broker configuration. Systems with the same durable value
@@ -220,7 +225,8 @@ func fullWorkloads() []workload {
 //     the intended send time (the fixed schedule: no coordinated omission).
 //   - W4: one producer on one partition, max rate, one cell per semantic:
 //     acks=1 (not idempotent), idempotent acks=all, transactions of
-//     1/100/1000 records, transactions committed every 10/100/1000 ms. A
+//     1/100/1000 records, transactions committed every 10/100/1000 ms,
+//     each with 1 MiB of records buffered at most (all alike). A
 //     transactional record counts (and its latency ends) when its
 //     transaction's EndTransaction commit returns.
 //   - W6: idempotent acks=all with 1/100/1000 producers, each its own kgo
@@ -231,7 +237,8 @@ func semanticWorkloads(warm, dur time.Duration) []workload {
 	ws := []workload{{name: "W3-1p-4prod-50pct", partitions: 1, producers: 4, recordSize: 1024,
 		rateOf: "W2-1p-4prod", rateFraction: 0.5, warmup: warm, duration: dur}}
 	w4 := func(name string) workload {
-		return workload{name: name, partitions: 1, producers: 1, recordSize: 1024, warmup: warm, duration: dur, kafkaOnly: true}
+		return workload{name: name, partitions: 1, producers: 1, recordSize: 1024, warmup: warm, duration: dur,
+			kafkaOnly: true, maxBuffered: (1 << 20) / 1024}
 	}
 	acks1 := w4("W4-acks1")
 	acks1.acks1 = true
@@ -430,6 +437,9 @@ func runWorkload(ctx context.Context, b *brokerProc, spec cellSpec, res *cellRes
 			producers: w.producers, recordSize: w.recordSize, duration: w.duration, warmup: w.warmup,
 			sync: w.sync, rate: w.rate, linger: 10 * time.Millisecond, maxBuffered: 50000, brokerPID: b.pid(), clientOpts: opts,
 			txnRecords: w.txnRecords, txnEvery: w.txnEvery, keyed: w.dupCheck}
+		if w.maxBuffered > 0 {
+			pb.maxBuffered = w.maxBuffered
+		}
 		if w.dupCheck {
 			// The same records in flight over all producers whatever
 			// their count, so W6 measures producer IDs, not buffering.
