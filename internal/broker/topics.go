@@ -38,6 +38,23 @@ func validTopicName(name string) error {
 	return nil
 }
 
+// collidingTopic returns an existing topic whose name equals name once '.'
+// and '_' are taken as the same character. Kafka refuses such a topic
+// (INVALID_TOPIC_EXCEPTION, "collides with existing topic"): metric names
+// replace '.' with '_', so the two topics' metrics would be one.
+func (b *Broker) collidingTopic(name string) (string, bool) {
+	if !strings.ContainsAny(name, "._") {
+		return "", false
+	}
+	norm := strings.ReplaceAll(name, ".", "_")
+	for _, t := range b.catalog.List() {
+		if t.Name != name && strings.ReplaceAll(t.Name, ".", "_") == norm {
+			return t.Name, true
+		}
+	}
+	return "", false
+}
+
 // newTopic validates a topic creation and returns the topic to store.
 // partitions -1 means the broker default. replication must be -1 or 1: Kawa
 // is a single node.
@@ -59,6 +76,9 @@ func (b *Broker) newTopic(name string, partitions int32, replication int16, conf
 	}
 	if _, ok := b.catalog.Get(name); ok {
 		return meta.Topic{}, fmt.Errorf("%w: topic %q already exists", kerr.TopicAlreadyExists, name)
+	}
+	if other, ok := b.collidingTopic(name); ok {
+		return meta.Topic{}, fmt.Errorf("%w: topic %q collides with existing topic %q", kerr.InvalidTopicException, name, other)
 	}
 	return meta.Topic{Name: name, Partitions: partitions, Configs: configs, Internal: name == consumerOffsetsTopic || name == txnStateTopic || name == shareStateTopic}, nil
 }
