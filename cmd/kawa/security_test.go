@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -69,14 +68,7 @@ func TestKcatSASLSSLSCRAM512(t *testing.T) {
 	if err := os.WriteFile(caFile, ca.PEM(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// A free port for the metrics endpoint (startKawa reports only the
-	// Kafka listener's address).
-	ml, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	metricsAddr := ml.Addr().String()
-	ml.Close()
+	metricsAddr := freeAddr(t)
 	p := securedKawa(t, ca, dir, data, "--metrics-addr", metricsAddr)
 	if _, err := runCmd(t, runUser, "", "set", "eve", "--password", "x", "--data-dir", data); err == nil {
 		t.Fatal("kawa user set edited the data dir of a running broker")

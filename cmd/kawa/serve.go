@@ -254,7 +254,8 @@ func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.
 			func() float64 { return float64(b.CleanerStats().MarkersRemoved) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kawa_cleaner_errors_total",
 			Help: "Log cleaner passes that failed (logged with the partition and error)."},
-			func() float64 { return float64(b.CleanerStats().Errors) }))
+			func() float64 { return float64(b.CleanerStats().Errors) }),
+		b.CleanerCollector()) // per compacted partition: kawa_cleaner_dirty_ratio, _first_dirty_offset, _last_clean_timestamp_seconds
 	var panics = prometheus.NewCounter(prometheus.CounterOpts{Name: "kawa_handler_panics_total", Help: "Handler panics (each closed its connection)."})
 	reg.MustRegister(panics)
 	scfg := server.ConfigFrom(cfg, lg)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -165,22 +166,56 @@ func topicDescribe(ctx context.Context, adm *kadm.Client, args []string, w io.Wr
 	if err != nil {
 		return cli.WithMessage(fmt.Errorf("%s configs: %w", name, err), rc.ErrMessage)
 	}
+	// Sizes need DESCRIBE on the cluster (DescribeLogDirs); without it, or on a broker without the API,
+	// the SIZE cells say why instead of failing the whole describe.
+	want := kadm.TopicsSet{}
+	want.Add(name, t.Partitions.Numbers()...)
+	dirs, dirsErr := adm.DescribeAllLogDirs(ctx, want)
 	fmt.Fprintf(w, "topic: %s\nid: %s\npartitions: %d\n\n", name, t.ID, len(t.Partitions))
-	if err := writePartitions(w, t, starts, ends); err != nil {
+	if err := writePartitions(w, t, starts, ends, dirs, dirsErr); err != nil {
 		return err
+	}
+	if compacted(rc.Configs) {
+		// Kafka's protocol carries no per-partition cleaner state (its LogCleaner metrics are JMX only),
+		// so the broker exports it as metrics rather than through a non-Kafka API.
+		fmt.Fprintln(w, "\ncleaner progress: kawa_cleaner_dirty_ratio, kawa_cleaner_first_dirty_offset and kawa_cleaner_last_clean_timestamp_seconds{topic=\""+name+"\"} on the broker's --metrics-addr /metrics")
 	}
 	fmt.Fprintln(w)
 	return writeConfigs(w, rc.Configs)
 }
 
-func writePartitions(w io.Writer, t kadm.TopicDetail, starts, ends kadm.ListedOffsets) error {
+// compacted reports whether cleanup.policy includes compact.
+func compacted(configs []kadm.Config) bool {
+	for _, c := range configs {
+		if c.Key == "cleanup.policy" {
+			return slices.Contains(strings.Split(c.MaybeValue(), ","), "compact")
+		}
+	}
+	return false
+}
+
+func writePartitions(w io.Writer, t kadm.TopicDetail, starts, ends kadm.ListedOffsets, dirs kadm.DescribedAllLogDirs, dirsErr error) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PARTITION\tLEADER\tREPLICAS\tISR\tSTART\tEND")
+	fmt.Fprintln(tw, "PARTITION\tLEADER\tREPLICAS\tISR\tSTART\tEND\tSIZE")
 	for _, p := range t.Partitions.Sorted() {
 		start, end := offsetCell(starts, t.Topic, p.Partition), offsetCell(ends, t.Topic, p.Partition)
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", p.Partition, p.Leader, joinInt32(p.Replicas), joinInt32(p.ISR), start, end)
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", p.Partition, p.Leader, joinInt32(p.Replicas), joinInt32(p.ISR), start, end,
+			sizeCell(dirs, dirsErr, t.Topic, p))
 	}
 	return tw.Flush()
+}
+
+// sizeCell renders the bytes of the partition's log on its leader, or the error name, or "?" when the
+// leader did not list it.
+func sizeCell(dirs kadm.DescribedAllLogDirs, err error, topic string, p kadm.PartitionDetail) string {
+	if err != nil {
+		return errName(err)
+	}
+	d, ok := dirs[p.Leader].LookupPartition(topic, p.Partition)
+	if !ok {
+		return "?"
+	}
+	return fmt.Sprint(d.Size)
 }
 
 // offsetCell renders a listed offset, or the partition's error name.

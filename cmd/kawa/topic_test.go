@@ -70,13 +70,13 @@ func checkDescribe(t *testing.T, out, name string) {
 			break
 		}
 	}
-	if got := strings.Fields(lines[i]); strings.Join(got, " ") != "PARTITION LEADER REPLICAS ISR START END" {
+	if got := strings.Fields(lines[i]); strings.Join(got, " ") != "PARTITION LEADER REPLICAS ISR START END SIZE" {
 		t.Fatalf("partition header %q", lines[i])
 	}
 	var endSum int
 	for p := 0; p < 3; p++ {
 		f := strings.Fields(lines[i+1+p])
-		if len(f) != 6 || f[0] != string(rune('0'+p)) || f[1] != f[2] || f[1] != f[3] || f[4] != "0" {
+		if len(f) != 7 || f[0] != string(rune('0'+p)) || f[1] != f[2] || f[1] != f[3] || f[4] != "0" {
 			t.Errorf("partition row %q", lines[i+1+p])
 			continue
 		}

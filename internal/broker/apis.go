@@ -59,6 +59,7 @@ var apis = [...]api{
 	{kmsg.DeleteACLs, 1, 3, (*Broker).handleDeleteAcls},
 	{kmsg.DescribeConfigs, 1, 4, (*Broker).handleDescribeConfigs},
 	{kmsg.AlterConfigs, 0, 2, (*Broker).handleAlterConfigs},
+	{kmsg.DescribeLogDirs, 1, 4, (*Broker).handleDescribeLogDirs},
 	{kmsg.SASLAuthenticate, 0, 2, (*Broker).handleSaslAuthenticate},
 	{kmsg.CreatePartitions, 0, 3, (*Broker).handleCreatePartitions},
 	{kmsg.DeleteGroups, 0, 2, (*Broker).handleDeleteGroups},

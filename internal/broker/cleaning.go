@@ -2,6 +2,8 @@ package broker
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/kawa-broker/kawa/internal/cleaner"
 	"github.com/kawa-broker/kawa/internal/config"
@@ -40,3 +42,34 @@ func (b *Broker) CleanNow() error { return b.cleaner.CleanNow() }
 
 // CleanerStats returns the log cleaner's counters.
 func (b *Broker) CleanerStats() cleaner.Stats { return b.cleaner.Stats() }
+
+// PartitionCleaning is one compacted partition's log-cleaner state.
+type PartitionCleaning struct {
+	Topic     string
+	Partition int32
+	cleaner.Status
+}
+
+// CleanerProgress returns the cleaner state of every live partition of a compacted topic (cleanup.policy
+// compact or compact,delete) that the cleaner has looked at (it looks at each in its first round), sorted
+// by topic and partition.
+func (b *Broker) CleanerProgress() []PartitionCleaning {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	var out []PartitionCleaning
+	for _, name := range slices.Sorted(maps.Keys(b.parts)) {
+		t, ok := b.catalog.Get(name)
+		if !ok || !b.topicConfig(t).Compact() {
+			continue
+		}
+		for _, p := range b.parts[name] {
+			if p == nil {
+				continue
+			}
+			if st, ok := b.cleaner.StatusOf(p.Log()); ok {
+				out = append(out, PartitionCleaning{Topic: name, Partition: p.Index, Status: st})
+			}
+		}
+	}
+	return out
+}
