@@ -30,11 +30,7 @@ func (b *Broker) handleCreateAcls(_ context.Context, info wire.RequestInfo, req 
 		resp.Results[i].ErrorCode = err.Code
 		resp.Results[i].ErrorMessage = kmsg.StringPtr(msg)
 	}
-	if b.authz == nil || !b.authorizedCluster(info, kmsg.ACLOperationAlter) {
-		err, msg := kerr.SecurityDisabled, "No Authorizer is configured."
-		if b.authz != nil {
-			err, msg = kerr.ClusterAuthorizationFailed, "Cluster authorization failed."
-		}
+	if err, msg := b.aclAlterRefused(info); err != nil {
 		for i := range r.Creations {
 			fail(i, err, msg)
 		}
@@ -67,4 +63,17 @@ func (b *Broker) handleCreateAcls(_ context.Context, info wire.RequestInfo, req 
 	}
 	b.aclsChanged(info, "create", valid)
 	return now(resp)
+}
+
+// aclAlterRefused is why CreateAcls and DeleteAcls may not change anything,
+// with Kafka's message: SECURITY_DISABLED without an authorizer,
+// CLUSTER_AUTHORIZATION_FAILED without ALTER on the cluster; nil when they may.
+func (b *Broker) aclAlterRefused(info wire.RequestInfo) (*kerr.Error, string) {
+	switch {
+	case b.authz == nil:
+		return kerr.SecurityDisabled, "No Authorizer is configured."
+	case !b.authorizedCluster(info, kmsg.ACLOperationAlter):
+		return kerr.ClusterAuthorizationFailed, "Cluster authorization failed."
+	}
+	return nil, ""
 }

@@ -29,11 +29,7 @@ func (b *Broker) handleDeleteAcls(_ context.Context, info wire.RequestInfo, req 
 		resp.Results[i].ErrorCode = err.Code
 		resp.Results[i].ErrorMessage = kmsg.StringPtr(msg)
 	}
-	if b.authz == nil || !b.authorizedCluster(info, kmsg.ACLOperationAlter) {
-		err, msg := kerr.SecurityDisabled, "No Authorizer is configured."
-		if b.authz != nil {
-			err, msg = kerr.ClusterAuthorizationFailed, "Cluster authorization failed."
-		}
+	if err, msg := b.aclAlterRefused(info); err != nil {
 		for i := range r.Filters {
 			fail(i, err, msg)
 		}
