@@ -67,6 +67,30 @@ func (b *Broker) authorizedQuiet(info wire.RequestInfo, op kmsg.ACLOperation, rt
 	return b.authz == nil || b.authz.Authorize(principal(info), clientHost(info), op, rt, name)
 }
 
+// groupACLOperations are the operations Kafka's authorizer knows on a GROUP
+// (AclEntry.supportedOperations), the bits of a group's authorized
+// operations (KIP-430).
+var groupACLOperations = []kmsg.ACLOperation{
+	kmsg.ACLOperationRead, kmsg.ACLOperationDescribe, kmsg.ACLOperationDelete,
+	kmsg.ACLOperationDescribeConfigs, kmsg.ACLOperationAlterConfigs,
+}
+
+// groupOperations is KIP-430's authorized-operations bitfield of group for
+// the request's principal (bit n set: ACL operation code n allowed); without
+// an authorizer it is unrestricted, the coordinator's value.
+func (b *Broker) groupOperations(info wire.RequestInfo, group string, unrestricted int32) int32 {
+	if b.authz == nil {
+		return unrestricted
+	}
+	var ops int32
+	for _, op := range groupACLOperations {
+		if b.authorizedQuiet(info, op, kmsg.ACLResourceTypeGroup, group) {
+			ops |= 1 << op
+		}
+	}
+	return ops
+}
+
 // authorizedCluster is authorized on the cluster resource.
 func (b *Broker) authorizedCluster(info wire.RequestInfo, op kmsg.ACLOperation) bool {
 	return b.authorized(info, op, kmsg.ACLResourceTypeCluster, acl.ClusterName)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"math"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -25,7 +26,10 @@ import (
 // error) and DESCRIBE on each topic (asked-for topics get
 // TOPIC_AUTHORIZATION_FAILED, an all-topics fetch leaves them out);
 // JoinGroup, SyncGroup, Heartbeat and LeaveGroup READ on the group;
-// DescribeGroups and ConsumerGroupDescribe DESCRIBE on each group; ListGroups
+// DescribeGroups and ConsumerGroupDescribe DESCRIBE on each group, checked
+// before the coordinator describes anything (a refused group is
+// GROUP_AUTHORIZATION_FAILED with no state, listed first, as Kafka does; the
+// authorized operations they report are the principal's); ListGroups
 // lists every group with DESCRIBE on the cluster, else only the groups the
 // principal may DESCRIBE; DeleteGroups DELETE on each group; OffsetDelete
 // DELETE on the group and READ on each topic; ConsumerGroupHeartbeat READ on
@@ -199,17 +203,59 @@ func (b *Broker) handleSyncGroup(ctx context.Context, info wire.RequestInfo, req
 }
 
 func (b *Broker) handleDescribeGroups(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
+	r := req.(*kmsg.DescribeGroupsRequest)
 	return later(func() kmsg.Response {
-		resp := b.groups.DescribeGroups(ctx, req.(*kmsg.DescribeGroupsRequest))
-		for i, g := range resp.Groups {
-			if !b.authorized(info, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, g.Group) {
-				ng := kmsg.NewDescribeGroupsResponseGroup()
-				ng.Group, ng.ErrorCode = g.Group, kerr.GroupAuthorizationFailed.Code
-				resp.Groups[i] = ng
-			}
-		}
+		resp := r.ResponseKind().(*kmsg.DescribeGroupsResponse)
+		resp.Groups = describeAuthorized(b, info, r.Groups, r.IncludeAuthorizedOperations,
+			func(name string) kmsg.DescribeGroupsResponseGroup {
+				g := kmsg.NewDescribeGroupsResponseGroup() // Kafka's groupError: no state, no members
+				g.Group, g.ErrorCode, g.AuthorizedOperations = name, kerr.GroupAuthorizationFailed.Code, math.MinInt32
+				return g
+			},
+			func(allowed []string) []kmsg.DescribeGroupsResponseGroup {
+				ar := *r
+				ar.Groups = allowed
+				return b.groups.DescribeGroups(ctx, &ar).Groups
+			},
+			func(g *kmsg.DescribeGroupsResponseGroup) (string, int16, *int32) {
+				return g.Group, g.ErrorCode, &g.AuthorizedOperations
+			})
 		return resp
 	})
+}
+
+// describeAuthorized answers a describe API (DescribeGroups,
+// ConsumerGroupDescribe) for names as Kafka's KafkaApis does: DESCRIBE on
+// each group is checked before anything is described, so the coordinator
+// never sees a refused group and nothing about it (whether it exists, its
+// type, its load state) reaches the answer. The refused groups come first
+// (refused builds their bare GROUP_AUTHORIZATION_FAILED entry), then what
+// describe answers for the others; with includeOps a described group's
+// authorized operations are the principal's. fields gives a group's name,
+// error code and authorized operations.
+func describeAuthorized[G any](b *Broker, info wire.RequestInfo, names []string, includeOps bool,
+	refused func(name string) G, describe func(allowed []string) []G, fields func(*G) (string, int16, *int32)) []G {
+	allowed, out := names, []G{}
+	if b.authz != nil {
+		allowed = nil
+		for _, g := range names {
+			if b.authorized(info, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, g) {
+				allowed = append(allowed, g)
+			} else {
+				out = append(out, refused(g))
+			}
+		}
+	}
+	if len(allowed) == 0 && len(names) > 0 {
+		return out
+	}
+	for _, g := range describe(allowed) {
+		if name, code, ops := fields(&g); includeOps && code == 0 {
+			*ops = b.groupOperations(info, name, *ops)
+		}
+		out = append(out, g)
+	}
+	return out
 }
 
 func (b *Broker) handleListGroups(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
@@ -317,15 +363,23 @@ func (b *Broker) handleConsumerGroupHeartbeat(ctx context.Context, info wire.Req
 }
 
 func (b *Broker) handleConsumerGroupDescribe(ctx context.Context, info wire.RequestInfo, req kmsg.Request) reply {
+	r := req.(*kmsg.ConsumerGroupDescribeRequest)
 	return later(func() kmsg.Response {
-		resp := b.groups.ConsumerGroupDescribe(ctx, req.(*kmsg.ConsumerGroupDescribeRequest))
-		for i, g := range resp.Groups {
-			if !b.authorized(info, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, g.Group) {
-				ng := kmsg.NewConsumerGroupDescribeResponseGroup()
-				ng.Group, ng.ErrorCode = g.Group, kerr.GroupAuthorizationFailed.Code
-				resp.Groups[i] = ng
-			}
-		}
+		resp := r.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
+		resp.Groups = describeAuthorized(b, info, r.Groups, r.IncludeAuthorizedOperations,
+			func(name string) kmsg.ConsumerGroupDescribeResponseGroup {
+				g := kmsg.NewConsumerGroupDescribeResponseGroup()
+				g.Group, g.ErrorCode, g.AuthorizedOperations = name, kerr.GroupAuthorizationFailed.Code, math.MinInt32
+				return g
+			},
+			func(allowed []string) []kmsg.ConsumerGroupDescribeResponseGroup {
+				ar := *r
+				ar.Groups = allowed
+				return b.groups.ConsumerGroupDescribe(ctx, &ar).Groups
+			},
+			func(g *kmsg.ConsumerGroupDescribeResponseGroup) (string, int16, *int32) {
+				return g.Group, g.ErrorCode, &g.AuthorizedOperations
+			})
 		return resp
 	})
 }
