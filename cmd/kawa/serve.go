@@ -28,6 +28,7 @@ import (
 	"github.com/kawa-broker/kawa/internal/broker"
 	"github.com/kawa-broker/kawa/internal/config"
 	"github.com/kawa-broker/kawa/internal/server"
+	"github.com/kawa-broker/kawa/internal/share"
 	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
@@ -102,6 +103,7 @@ func parseServe(args []string) (config.Broker, serveOptions, error) {
 	fs.DurationVar(&cfg.ConnectionsMaxIdle, "connections-max-idle", 10*time.Minute, "close connections that send no request for this long (connections.max.idle.ms)")
 	fs.DurationVar(&cfg.ConsumerSessionTimeout, "group-consumer-session-timeout", 45*time.Second, "a KIP-848 consumer-group member silent this long is fenced (group.consumer.session.timeout.ms)")
 	fs.IntVar(&cfg.ConsumerMaxSize, "group-consumer-max-size", math.MaxInt32, "members a KIP-848 consumer group may have; a join beyond is GROUP_MAX_SIZE_REACHED (group.consumer.max.size)")
+	fs.IntVar(&cfg.ShareMaxRecordLocks, "group-share-partition-max-record-locks", share.DefaultMaxRecordLocks, "in-flight records of one share-partition, so the records it holds acquired at most (group.share.partition.max.record.locks)")
 	fs.DurationVar(&cfg.ConsumerHeartbeatInterval, "group-consumer-heartbeat-interval", 5*time.Second, "heartbeat interval KIP-848 consumer-group members are told (group.consumer.heartbeat.interval.ms)")
 	fs.DurationVar(&cfg.FailedAuthenticationDelay, "connection-failed-authentication-delay", 100*time.Millisecond, "hold back the answer to a failed SASL login this long; 0 = none (connection.failed.authentication.delay.ms)")
 	fs.DurationVar(&cfg.ConnectionsMaxReauth, "connections-max-reauth", 0, "lifetime of a SASL session; clients re-authenticate before it ends, else the connection closes (connections.max.reauth.ms, KIP-368); 0 = unlimited")
@@ -137,6 +139,9 @@ func parseServe(args []string) (config.Broker, serveOptions, error) {
 	}
 	if cfg.ConsumerMaxSize <= 0 {
 		return cfg, o, serveUsage("--group-consumer-max-size must be positive")
+	}
+	if cfg.ShareMaxRecordLocks <= 0 {
+		return cfg, o, serveUsage("--group-share-partition-max-record-locks must be positive")
 	}
 	if cfg.MaxConnections <= 0 || cfg.MaxConnectionsPerIP <= 0 {
 		return cfg, o, serveUsage("--max-connections and --max-connections-per-ip must be positive")

@@ -104,6 +104,7 @@ var brokerProperties = []brokerProperty{
 	{name: "group.consumer.session.timeout.ms", flag: "group-consumer-session-timeout", conv: msDuration(1)},
 	{name: "group.consumer.max.size", flag: "group-consumer-max-size", conv: intAtLeast(1)},
 	{name: "group.consumer.heartbeat.interval.ms", flag: "group-consumer-heartbeat-interval", conv: msDuration(1)},
+	{name: "group.share.partition.max.record.locks", flag: "group-share-partition-max-record-locks", conv: intAtLeast(1)},
 	{name: "offsets.retention.minutes", set: durationField(func(c *config.Broker) *time.Duration { return &c.OffsetsRetention }, time.Minute, 1)},
 	{name: "transaction.max.timeout.ms", set: durationField(func(c *config.Broker) *time.Duration { return &c.TxnMaxTimeout }, time.Millisecond, 1)},
 	{name: "transactional.id.expiration.ms", set: durationField(func(c *config.Broker) *time.Duration { return &c.TransactionalIDExpiration }, time.Millisecond, 1)},

@@ -239,17 +239,16 @@ func (b *Broker) shareFetchOnce(ctx context.Context, groupID, memberID string, t
 		if iso == partition.ReadCommitted {
 			bound = p.LastStableOffset()
 		}
-		from, ok := b.shares.ReadFrom(groupID, tp, p.LogStart(), p.HighWatermark(), bound)
+		from, room, ok := b.shares.ReadFrom(groupID, tp, p.LogStart(), p.HighWatermark(), bound)
 		if !ok {
 			continue
 		}
-		res, err := p.Read(from, maxBytes-bytes, iso)
+		spans, raws, err := shareRead(p, from, bound, min(max-n, room), maxBytes-bytes, iso)
 		if err != nil {
 			a := answer(t.ID, tp)
 			a.sp.ErrorCode, a.sp.ErrorMessage = errCode(err), errMsg(err)
 			continue
 		}
-		spans, raws := shareSpans(res)
 		acq, err := b.shares.Acquire(ctx, groupID, memberID, tp, from, spans, bound, max-n, wholeBatches)
 		if err != nil {
 			a := answer(t.ID, tp)
@@ -278,6 +277,62 @@ func (b *Broker) shareFetchOnce(ctx context.Context, groupID, memberID string, t
 		}
 	}
 	return n
+}
+
+// batchReader is what shareRead needs of a partition (partition.Read).
+type batchReader interface {
+	Read(offset int64, maxBytes int, isolation int8) (partition.ReadResult, error)
+}
+
+// shareReadFirst is the first read of shareRead: small, since only the
+// batches that hold the records to acquire are wanted and their size per
+// record is not known yet (a larger first batch still comes whole, KIP-74).
+const shareReadFirst = 64 << 10
+
+// shareRead reads whole batches of p from offset from until they hold want
+// deliverable records (offsets from on, not control or aborted batches),
+// maxBytes are read, or bound is reached, and lists them (see shareSpans).
+// A ShareFetch can acquire at most want records here (max_records and the
+// share-partition's lock window, group.share.partition.max.record.locks),
+// so reading maxBytes (often 50 MiB) for a window of a few hundred records
+// would read and list megabytes to acquire kilobytes: after a small first
+// read, each further read asks for what the records still wanted take at
+// the byte-per-record density seen so far.
+func shareRead(p batchReader, from, bound int64, want, maxBytes int, iso int8) ([]share.Span, [][]byte, error) {
+	var spans []share.Span
+	var raws [][]byte
+	off, got, read := from, 0, 0
+	chunk := min(maxBytes, shareReadFirst)
+	for off < bound && read < maxBytes {
+		res, err := p.Read(off, chunk, iso)
+		if err != nil {
+			if len(spans) > 0 {
+				break // answer what was read; the next fetch meets the error
+			}
+			return nil, nil, err
+		}
+		if len(res.Records) == 0 {
+			break
+		}
+		s, r := shareSpans(res)
+		if len(s) == 0 {
+			break
+		}
+		for _, sp := range s {
+			if !sp.Skip {
+				got += int(sp.Last - max(sp.First, from) + 1)
+			}
+		}
+		spans, raws = append(spans, s...), append(raws, r...)
+		read += len(res.Records)
+		off = s[len(s)-1].Last + 1
+		if got >= want {
+			break
+		}
+		perRecord := read / max(got, 1)
+		chunk = min(maxBytes-read, max(perRecord*(want-got), shareReadFirst))
+	}
+	return spans, raws, nil
 }
 
 // shareSpans lists the whole batches of a read with their offsets; control

@@ -48,7 +48,7 @@ func (b *Broker) openShares() error {
 	if err != nil {
 		return fmt.Errorf("broker: replay %s: %w", shareStateTopic, err)
 	}
-	b.shares = share.New(shareStore{offsetsStore{p: p}}, time.Now)
+	b.shares = share.New(shareStore{offsetsStore{p: p}}, time.Now, share.Limits{MaxRecordLocks: b.cfg.ShareMaxRecordLocks})
 	srecs := make([]share.Record, len(recs))
 	for i, r := range recs {
 		srecs[i] = share.Record(r)

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kawa-broker/kawa/internal/config"
 	"github.com/kawa-broker/kawa/internal/kawatest"
 )
 
@@ -204,5 +205,31 @@ func TestShareFetchAcquireModes(t *testing.T) {
 		if got := acquiredOf(r); len(got) != 1 || got[0].FirstOffset != c.want.FirstOffset || got[0].LastOffset != c.want.LastOffset || got[0].DeliveryCount != c.want.DeliveryCount {
 			t.Errorf("mode %d, max_records 3: acquired %+v, want [%d, %d] delivery count 1", c.mode, got, c.want.FirstOffset, c.want.LastOffset)
 		}
+	}
+}
+
+// group.share.partition.max.record.locks over the wire: with 10, a
+// ShareFetch asking for 500 records of a 100-record stored batch acquires
+// 0..9 only (batch_optimized does not take the batch past the window), a
+// second member gets nothing while the window is full, and a's next fetch,
+// accepting 0..9, acquires 10..19.
+func TestShareMaxRecordLocks(t *testing.T) {
+	t.Parallel()
+	k := kawatest.NewBroker(t, func(c *config.Broker) { c.ShareMaxRecordLocks = 10 })
+	shareSetup(t, k, "q", "g", 100)
+	id := shareJoin(t, k, "g", "a", "q")
+	shareJoin(t, k, "g", "b", "q")
+	if acq := acquiredOf(shareFetch(t, k, "g", "a", id, 0, nil)); len(acq) != 1 || acq[0].FirstOffset != 0 || acq[0].LastOffset != 9 {
+		t.Fatalf("a acquired %+v, want 0..9", acq)
+	}
+	if acq := acquiredOf(shareFetch(t, k, "g", "b", id, 0, nil)); len(acq) != 0 {
+		t.Fatalf("b acquired %+v with the window full, want nothing", acq)
+	}
+	accept := []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{{FirstOffset: 0, LastOffset: 9, AcknowledgeTypes: []int8{1}}}
+	if acq := acquiredOf(shareFetch(t, k, "g", "a", id, 1, accept)); len(acq) != 1 || acq[0].FirstOffset != 10 || acq[0].LastOffset != 19 {
+		t.Fatalf("a acquired %+v after accepting 0..9, want 10..19 (its own fetch runs after its acks)", acq)
+	}
+	if acq := acquiredOf(shareFetch(t, k, "g", "b", id, 1, nil)); len(acq) != 0 {
+		t.Fatalf("b acquired %+v with the window full again, want nothing", acq)
 	}
 }

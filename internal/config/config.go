@@ -102,8 +102,12 @@ type Broker struct {
 	// ConsumerMaxSize is group.consumer.max.size: members a consumer group may have; 0 = no limit
 	// (Kafka's default, Integer.MAX_VALUE).
 	ConsumerMaxSize int
-	RetentionCheck  time.Duration // log.retention.check.interval.ms
-	MaxInFlight     int           // requests read ahead per connection
+	// ShareMaxRecordLocks is group.share.partition.max.record.locks (KIP-932): the in-flight window of
+	// one share-partition, so the records it holds acquired at most; 0 takes Kafka 4.1's 2000.
+	ShareMaxRecordLocks int
+
+	RetentionCheck time.Duration // log.retention.check.interval.ms
+	MaxInFlight    int           // requests read ahead per connection
 
 	// QueuedMaxRequestBytes caps the bytes of requests read but not yet
 	// answered, broker-wide (Kafka's queued.max.request.bytes). 0 = default

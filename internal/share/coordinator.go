@@ -48,7 +48,26 @@ const (
 	DefaultDeliveryLimit     = 5                // group.share.delivery.count.limit
 	DefaultSessionTimeout    = 45 * time.Second // group.share.session.timeout.ms
 	DefaultHeartbeatInterval = 5 * time.Second  // group.share.heartbeat.interval.ms
+	// DefaultMaxRecordLocks is group.share.partition.max.record.locks,
+	// Kafka 4.1's default (4.0's was 200): the in-flight window of one
+	// share-partition, and so the acquired records it holds at most.
+	DefaultMaxRecordLocks = 2000
 )
+
+// Limits are the broker-wide share-group limits; a zero field takes its
+// Kafka default.
+type Limits struct {
+	// MaxRecordLocks is group.share.partition.max.record.locks (records;
+	// default DefaultMaxRecordLocks).
+	MaxRecordLocks int
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxRecordLocks <= 0 {
+		l.MaxRecordLocks = DefaultMaxRecordLocks
+	}
+	return l
+}
 
 // Group config names accepted by SetConfig (KIP-932 "Group configuration",
 // as IncrementalAlterConfigs GROUP resources).
@@ -97,6 +116,7 @@ type group struct {
 type Coordinator struct {
 	store Store
 	now   func() time.Time
+	lim   Limits
 
 	mu     sync.Mutex
 	groups map[string]*group
@@ -105,9 +125,9 @@ type Coordinator struct {
 
 // New returns a coordinator persisting to store (call Load with the
 // store's records before serving). now is the clock (time.Now in
-// production, fake in tests).
-func New(store Store, now func() time.Time) *Coordinator {
-	return &Coordinator{store: store, now: now, groups: map[string]*group{}, wake: make(chan struct{})}
+// production, fake in tests); lim's zero fields take Kafka's defaults.
+func New(store Store, now func() time.Time, lim Limits) *Coordinator {
+	return &Coordinator{store: store, now: now, lim: lim.withDefaults(), groups: map[string]*group{}, wake: make(chan struct{})}
 }
 
 // Wake returns a channel closed when records are released (RELEASE, lock
@@ -617,15 +637,19 @@ func (c *Coordinator) partLocked(g *group, tp TP, logStart, hw int64) *sharePart
 }
 
 // ReadFrom returns the offset a ShareFetch should read tp from (the lowest
-// available offset, else the SPEO), after expiring acquisition locks; ok is
-// false when nothing below bound can be acquired. logStart and hw are the
-// partition's log start and high watermark (for the SPSO's initialisation).
-func (c *Coordinator) ReadFrom(groupID string, tp TP, logStart, hw, bound int64) (int64, bool) {
+// available offset, else the SPEO), after expiring acquisition locks, and
+// room, the most records an acquisition could lock now (available ones in
+// the window plus what the window may grow by under
+// group.share.partition.max.record.locks), so the read can be bounded to
+// what can be acquired; ok is false when nothing below bound can be
+// acquired. logStart and hw are the partition's log start and high
+// watermark (for the SPSO's initialisation).
+func (c *Coordinator) ReadFrom(groupID string, tp TP, logStart, hw, bound int64) (from int64, room int, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g := c.groups[groupID]
 	if g == nil {
-		return 0, false
+		return 0, 0, false
 	}
 	sp := c.partLocked(g, tp, logStart, hw)
 	if sp.expire(c.now(), g.limit()) {
@@ -634,7 +658,8 @@ func (c *Coordinator) ReadFrom(groupID string, tp TP, logStart, hw, bound int64)
 		_, _ = c.appendLocked(partRecord(g.id, tp, sp, g.limit()))
 	}
 	off := sp.firstAvailable()
-	return off, off < bound
+	room = sp.room(c.lim.MaxRecordLocks)
+	return off, room, off < bound && room > 0
 }
 
 // Acquire locks up to max records of spans, read from the log at from, for
@@ -656,7 +681,7 @@ func (c *Coordinator) Acquire(ctx context.Context, groupID, memberID string, tp 
 		if sp == nil {
 			return nil, nil
 		}
-		acq = sp.acquire(from, spans, bound, memberID, c.now().Add(g.duration(ConfigLockDuration, DefaultLockDuration)), max, g.limit(), wholeBatches)
+		acq = sp.acquire(from, spans, bound, memberID, c.now().Add(g.duration(ConfigLockDuration, DefaultLockDuration)), max, g.limit(), c.lim.MaxRecordLocks, wholeBatches)
 		if len(acq) == 0 {
 			return nil, nil
 		}

@@ -137,9 +137,19 @@ func (sp *sharePartition) firstAvailable() int64 {
 // from is the offset the read started at: available records between from
 // and the spans' end that no span covers are gone from the log (compacted
 // or deleted), so they are dropped rather than waited for forever.
-func (sp *sharePartition) acquire(from int64, spans []Span, bound int64, member string, lockUntil time.Time, max, limit int, wholeBatches bool) []Acquired {
+//
+// maxLocks is group.share.partition.max.record.locks: the in-flight window
+// [SPSO, SPEO) never grows past it (records past the SPEO are acquired only
+// while the window has room), and the partition never holds more acquired
+// records than it, whatever the mode (a limit lowered below a window
+// loaded from the state log is honoured too).
+func (sp *sharePartition) acquire(from int64, spans []Span, bound int64, member string, lockUntil time.Time, max, limit, maxLocks int, wholeBatches bool) []Acquired {
 	var out []Acquired
 	n := 0
+	locks := maxLocks - sp.acquired()
+	if locks <= 0 {
+		return nil
+	}
 	next := from
 	for _, s := range spans {
 		for o := max64(next, sp.start); o < s.First && o < sp.end; o++ {
@@ -148,8 +158,11 @@ func (sp *sharePartition) acquire(from int64, spans []Span, bound int64, member 
 			}
 		}
 		next = s.Last + 1
-		for o := max64(s.First, sp.start); o <= s.Last && o < bound && (n < max || wholeBatches); o++ {
+		for o := max64(s.First, sp.start); o <= s.Last && o < bound && (n < max || wholeBatches) && n < locks; o++ {
 			if o >= sp.end {
+				if sp.end-sp.start >= int64(maxLocks) {
+					break // the window is full: nothing new until the SPSO moves
+				}
 				// Offsets between the SPEO and this batch are gaps; they get no entry.
 				if s.Skip {
 					sp.end = o + 1
@@ -178,12 +191,40 @@ func (sp *sharePartition) acquire(from int64, spans []Span, bound int64, member 
 				out = append(out, Acquired{First: o, Last: o, DeliveryCount: r.count})
 			}
 		}
-		if n >= max {
+		if n >= max || n >= locks {
 			break
 		}
 	}
 	sp.advance()
 	return out
+}
+
+// acquired is how many records are acquired (locked to some member).
+func (sp *sharePartition) acquired() int {
+	n := 0
+	for _, r := range sp.recs {
+		if r.state == stateAcquired {
+			n++
+		}
+	}
+	return n
+}
+
+// room is how many records an acquisition could lock now, at most: the
+// available records in the window plus what the window may still grow by
+// under maxLocks, bounded by the locks left.
+func (sp *sharePartition) room(maxLocks int) int {
+	avail, acq := 0, 0
+	for _, r := range sp.recs {
+		switch r.state {
+		case stateAvailable:
+			avail++
+		case stateAcquired:
+			acq++
+		}
+	}
+	grow := max(0, int64(maxLocks)-(sp.end-sp.start))
+	return int(min(int64(avail)+grow, int64(max(0, maxLocks-acq))))
 }
 
 // unacquire undoes acquire's runs (their acquisition could not be made

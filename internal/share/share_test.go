@@ -3,6 +3,7 @@ package share
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -53,7 +54,13 @@ func (l *memLog) crash() *memLog {
 // the earliest offset and members a and b joined.
 func open(t *testing.T, log *memLog) *Coordinator {
 	t.Helper()
-	c := New(log, time.Now)
+	return openLimits(t, log, Limits{})
+}
+
+// openLimits is open with the broker-wide limits lim.
+func openLimits(t *testing.T, log *memLog, lim Limits) *Coordinator {
+	t.Helper()
+	c := New(log, time.Now, lim)
 	if err := c.Load(log.recs); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +79,7 @@ func open(t *testing.T, log *memLog) *Coordinator {
 // acquire reads like ShareFetch over a log of ten one-record batches 0..9.
 func acquire(t *testing.T, c *Coordinator, member string) []Acquired {
 	t.Helper()
-	from, ok := c.ReadFrom("g", tp, 0, 10, 10)
+	from, _, ok := c.ReadFrom("g", tp, 0, 10, 10)
 	if !ok {
 		return nil
 	}
@@ -186,7 +193,7 @@ func TestLoadBadRecords(t *testing.T) {
 		{Key: []byte(part), Value: []byte(`{"spso":0,"speo":9000000000000000000,"runs":[{"first":0,"last":8999999999999999999}]}`)},
 		{Key: []byte(part), Value: []byte(`{"spso":0,"speo":2,"runs":[{"first":0,"last":1,"state":1}]}`)},
 	} {
-		if err := New(newLog(), time.Now).Load([]Record{r}); err == nil {
+		if err := New(newLog(), time.Now, Limits{}).Load([]Record{r}); err == nil {
 			t.Errorf("Load accepted %s = %s", r.Key, r.Value)
 		}
 	}
@@ -207,7 +214,7 @@ func TestLoadReplay(t *testing.T) {
 	if _, err := c.Heartbeat("g", "b", -1, nil, one); err != nil {
 		t.Fatal(err)
 	}
-	c2 := New(log, time.Now)
+	c2 := New(log, time.Now, Limits{})
 	if err := c2.Load(log.crash().recs); err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +227,7 @@ func TestLoadReplay(t *testing.T) {
 	if err := c2.Delete(ctx, "g"); err != nil {
 		t.Fatal(err)
 	}
-	c3 := New(log, time.Now)
+	c3 := New(log, time.Now, Limits{})
 	if err := c3.Load(log.crash().recs); err != nil {
 		t.Fatal(err)
 	}
@@ -434,7 +441,7 @@ func TestAcquireWholeBatches(t *testing.T) {
 	batches := []Span{{First: 0, Last: 3}, {First: 4, Last: 7}, {First: 8, Last: 9}}
 	acquireMax := func(c *Coordinator, member string, max int, whole bool) []Acquired {
 		t.Helper()
-		from, ok := c.ReadFrom("g", tp, 0, 10, 10)
+		from, _, ok := c.ReadFrom("g", tp, 0, 10, 10)
 		if !ok {
 			return nil
 		}
@@ -467,4 +474,46 @@ func TestAcquireWholeBatches(t *testing.T) {
 	if got := acquireMax(c, "a", 1, true); len(got) != 1 || got[0] != (Acquired{0, 3, 1}) {
 		t.Fatalf("batch_optimized, max 1: a acquired %v, want [{0 3 1}]", got)
 	}
+}
+
+// group.share.partition.max.record.locks bounds the in-flight window
+// [SPSO, SPEO): with 4, a fetch of up to 100 records in batch_optimized
+// mode locks 0..3 and nothing more is acquired until the SPSO moves; a
+// released record in the window may be acquired again; and a limit lowered
+// below a window loaded from the log still caps the acquired records.
+func TestMaxRecordLocks(t *testing.T) {
+	log := newLog()
+	c := openLimits(t, log, Limits{MaxRecordLocks: 4})
+	held := func(c *Coordinator) int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.groups["g"].parts[tp].acquired()
+	}
+	step := func(c *Coordinator, member string, want []Acquired, locks int) {
+		t.Helper()
+		got := acquire(t, c, member)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s acquired %v, want %v", member, got, want)
+		}
+		if h := held(c); h != locks {
+			t.Fatalf("%d records acquired after %s's fetch, want %d", h, member, locks)
+		}
+	}
+	step(c, "a", []Acquired{{0, 3, 1}}, 4)
+	step(c, "b", nil, 4)
+	if err := c.Acknowledge(ctx, "g", "a", tp, []Ack{{0, 1, []int8{AckAccept}}}); err != nil {
+		t.Fatal(err)
+	}
+	step(c, "b", []Acquired{{4, 5, 1}}, 4)
+	if err := c.Acknowledge(ctx, "g", "a", tp, []Ack{{2, 2, []int8{AckRelease}}}); err != nil {
+		t.Fatal(err)
+	}
+	step(c, "b", []Acquired{{2, 2, 2}}, 4)
+	step(c, "a", nil, 4)
+
+	// Reloaded with a limit of 2: the window [2, 6) is wider, every lock
+	// ended with the restart, and at most 2 are acquired again.
+	c2 := openLimits(t, log.crash(), Limits{MaxRecordLocks: 2})
+	step(c2, "a", []Acquired{{2, 2, 3}, {3, 3, 2}}, 2)
+	step(c2, "a", nil, 2)
 }
