@@ -2,12 +2,16 @@ package group
 
 import (
 	"cmp"
+	"encoding/binary"
+	"hash/fnv"
 	"maps"
 	"regexp"
 	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kawa-broker/kawa/internal/recfmt"
 )
 
 // consumerGroup is the KIP-848 state of a group using the consumer protocol (a group with
@@ -24,7 +28,11 @@ type consumerGroup struct {
 	static      map[string]string // group.instance.id -> member ID
 	target      map[string]map[topicPartition]bool
 	owner       map[topicPartition]string // member holding the partition (assigned or being revoked)
-	topics      map[string]int32          // subscribed topics' partition counts at targetEpoch
+	// metadataHash is KIP-1101's hash of the subscribed topics (IDs, names, partition counts) at
+	// targetEpoch: a different hash means a topic was created, deleted, recreated or grown, and the
+	// group epoch bumps. regexes holds what each subscription regex in use resolved to.
+	metadataHash int64
+	regexes      map[string]cgRegexValue
 	// dirty lists the members (by ID) whose records must be written again; storedTarget is the
 	// target epoch whose member records were last queued (consumer_persist.go).
 	dirty        map[string]bool
@@ -56,7 +64,7 @@ func newConsumerGroup() *consumerGroup {
 		static:  map[string]string{},
 		target:  map[string]map[topicPartition]bool{},
 		owner:   map[topicPartition]string{},
-		topics:  map[string]int32{},
+		regexes: map[string]cgRegexValue{},
 		dirty:   map[string]bool{},
 	}
 }
@@ -89,10 +97,12 @@ func sameSet(a map[topicPartition]int32, b map[topicPartition]bool) bool {
 	return true
 }
 
-// subscribes reports whether m subscribes to topic.
-func (m *consumerMember) subscribes(topic string) bool {
+// subscribes reports whether m subscribes to topic: by name, or through the topics its regex
+// resolved to.
+func (cg *consumerGroup) subscribes(m *consumerMember, topic string) bool {
 	if m.re != nil {
-		return m.re.MatchString(topic)
+		_, ok := slices.BinarySearch(cg.regexes[m.regex].topics, topic)
+		return ok
 	}
 	return slices.Contains(m.names, topic)
 }
@@ -100,47 +110,101 @@ func (m *consumerMember) subscribes(topic string) bool {
 // subscribedBySome reports whether any member subscribes to topic.
 func (cg *consumerGroup) subscribedBySome(topic string) bool {
 	for _, m := range cg.members {
-		if m.subscribes(topic) {
+		if cg.subscribes(m, topic) {
 			return true
 		}
 	}
 	return false
 }
 
-// subscribedTopics is every existing topic some member subscribes to, with its partition count.
-func (c *Coordinator) subscribedTopicsLocked(cg *consumerGroup) map[string]int32 {
-	out := map[string]int32{}
-	if c.cfg.Topics == nil {
-		return out
+// resolveRegexesLocked resolves every subscription regex in use against topics and forgets the
+// resolutions no member uses any more. Kafka resolves regexes asynchronously, at most every few
+// seconds, against its metadata image; the catalog is local here, so they are resolved at every
+// refresh. A resolution whose topics changed gets the next version (Kafka's field holds the
+// metadata image's offset; Kawa has none, so it counts the changes) and the time now.
+func (c *Coordinator) resolveRegexesLocked(cg *consumerGroup, topics []TopicInfo) {
+	used := map[string]*regexp.Regexp{}
+	for _, m := range cg.members {
+		if m.re != nil {
+			used[m.regex] = m.re
+		}
 	}
-	for _, t := range c.cfg.Topics() {
+	maps.DeleteFunc(cg.regexes, func(rx string, _ cgRegexValue) bool { return used[rx] == nil })
+	for rx, re := range used {
+		names := []string{}
+		for _, t := range topics {
+			if re.MatchString(t.Name) {
+				names = append(names, t.Name)
+			}
+		}
+		slices.Sort(names)
+		old, ok := cg.regexes[rx]
+		if ok && slices.Equal(old.topics, names) {
+			continue
+		}
+		cg.regexes[rx] = cgRegexValue{topics: names, version: old.version + 1, timestamp: c.now().UnixMilli()}
+	}
+}
+
+// subscribedTopicsLocked is every existing topic some member subscribes to, with its partition
+// count, and their metadata hash.
+func (c *Coordinator) subscribedTopicsLocked(cg *consumerGroup) (map[string]int32, int64) {
+	out := map[string]int32{}
+	var all []TopicInfo
+	if c.cfg.Topics != nil {
+		all = c.cfg.Topics()
+	}
+	c.resolveRegexesLocked(cg, all)
+	var subscribed []TopicInfo
+	for _, t := range all {
 		for _, m := range cg.members {
-			if m.subscribes(t.Name) {
+			if cg.subscribes(m, t.Name) {
 				out[t.Name] = t.Partitions
+				subscribed = append(subscribed, t)
 				break
 			}
 		}
 	}
-	return out
+	return out, metadataHash(subscribed)
+}
+
+// metadataHash is the KIP-1101 metadata hash of topics: 0 for none, else FNV-1a (64 bits) over each
+// topic in name order: its ID, its name (int16 length first) and its partition count (int32, big
+// endian). Kafka hashes the same facts (and racks, which one node has none of) with XXH3; the
+// value only has to differ when they do, so a hash Kafka wrote reads as one change.
+func metadataHash(topics []TopicInfo) int64 {
+	if len(topics) == 0 {
+		return 0
+	}
+	ts := slices.SortedFunc(slices.Values(topics), func(a, b TopicInfo) int { return cmp.Compare(a.Name, b.Name) })
+	h := fnv.New64a()
+	var b []byte
+	for _, t := range ts {
+		b = append(b, t.ID[:]...)
+		b = recfmt.AppendString(b, t.Name)
+		b = binary.BigEndian.AppendUint32(b, uint32(t.Partitions))
+	}
+	h.Write(b)
+	return int64(h.Sum64())
 }
 
 // refreshTargetLocked bumps the group epoch if the subscribed topics changed, and recomputes the
 // target assignment when the group epoch moved past it.
 func (c *Coordinator) refreshTargetLocked(cg *consumerGroup) {
-	topics := c.subscribedTopicsLocked(cg)
-	if !maps.Equal(topics, cg.topics) && cg.targetEpoch == cg.epoch {
-		cg.epoch++ // a topic created, deleted or grown
+	topics, hash := c.subscribedTopicsLocked(cg)
+	if hash != cg.metadataHash && cg.targetEpoch == cg.epoch {
+		cg.epoch++ // a topic created, deleted, recreated or grown
 	}
 	if cg.targetEpoch == cg.epoch {
 		return
 	}
-	cg.topics = topics
+	cg.metadataHash = hash
 	ins := make([]assignInput, 0, len(cg.members))
 	assignor := c.cfg.ConsumerAssignor
 	for _, m := range sortedConsumers(cg) {
 		in := assignInput{id: m.id, topics: map[string]bool{}, current: cg.target[m.id]}
 		for t := range topics {
-			if m.subscribes(t) {
+			if cg.subscribes(m, t) {
 				in.topics[t] = true
 			}
 		}

@@ -2,7 +2,7 @@ package group
 
 import (
 	"bytes"
-	"cmp"
+	"encoding/binary"
 	"iter"
 	"maps"
 	"regexp"
@@ -34,9 +34,17 @@ var unsureValue = []byte{0xff, 0xff}
 func (c *Coordinator) consumerRecordsLocked(g *group) []Record {
 	cg := g.cg
 	want := map[string][]byte{}
-	want[string(cgKey(cgMetadataType, g.name))] = encodeEpochValue(cg.epoch)
-	want[string(cgKey(cgPartitionMetadataType, g.name))] = encodePartitionMetadataValue(c.topicMetaLocked(cg))
+	want[string(cgKey(cgMetadataType, g.name))] = encodeCGGroupValue(cgGroupValue{epoch: cg.epoch, metadataHash: cg.metadataHash})
+	want[string(cgKey(cgPartitionMetadataType, g.name))] = nil // superseded by the metadata hash (Kafka 4.1)
 	want[string(cgKey(cgTargetMetadataType, g.name))] = encodeEpochValue(cg.targetEpoch)
+	for k := range g.cgWritten {
+		if dk, err := decodeKey([]byte(k)); err == nil && dk.kind == kindCGRegex {
+			want[k] = nil // a regex no member uses any more, unless below
+		}
+	}
+	for rx, v := range cg.regexes {
+		want[string(cgKey(cgRegexType, g.name, rx))] = encodeRegexValue(v)
+	}
 	members := cg.dirty
 	for k := range g.cgUnsure {
 		if dk, err := decodeKey([]byte(k)); err == nil && dk.member != "" {
@@ -126,7 +134,7 @@ func cgTombstonesLocked(g *group) []Record {
 }
 
 func isCGKey(k []byte) bool {
-	return len(k) >= 2 && k[0] == 0 && k[1] >= cgMetadataType && k[1] <= cgCurrentAssignmentType
+	return len(k) >= 2 && isCGType(binary.BigEndian.Uint16(k))
 }
 
 func memberValueOf(m *consumerMember) cgMemberValue {
@@ -141,20 +149,6 @@ func memberValueOf(m *consumerMember) cgMemberValue {
 		v.assignor = &m.assignor
 	}
 	return v
-}
-
-// topicMetaLocked is cg.topics as ConsumerGroupPartitionMetadata topics, by name.
-func (c *Coordinator) topicMetaLocked(cg *consumerGroup) []cgTopicMeta {
-	out := make([]cgTopicMeta, 0, len(cg.topics))
-	for name, n := range cg.topics {
-		t := cgTopicMeta{name: name, partitions: n}
-		if c.cfg.TopicID != nil {
-			t.id, _ = c.cfg.TopicID(name)
-		}
-		out = append(out, t)
-	}
-	slices.SortFunc(out, func(a, b cgTopicMeta) int { return cmp.Compare(a.name, b.name) })
-	return out
 }
 
 // byTopicID groups partitions by topic ID (topics without an ID, i.e. deleted, are left out), in
@@ -209,16 +203,21 @@ func restoreConsumerGroup(g *group, topicName func([16]byte) (string, bool)) {
 		return
 	}
 	cg := newConsumerGroup()
-	cg.epoch, _ = decodeEpochValue(meta, "")
+	gv, _ := decodeCGGroupValue(meta)
+	cg.epoch, cg.metadataHash = gv.epoch, gv.metadataHash
 	if v, ok := g.cgWritten[string(cgKey(cgTargetMetadataType, g.name))]; ok {
 		cg.targetEpoch, _ = decodeEpochValue(v, "")
 	}
 	cg.storedTarget = cg.targetEpoch
-	if v, ok := g.cgWritten[string(cgKey(cgPartitionMetadataType, g.name))]; ok {
+	if v, ok := g.cgWritten[string(cgKey(cgPartitionMetadataType, g.name))]; ok && cg.metadataHash == 0 {
+		// Written before the metadata hash: the topics it lists give the same hash, so the
+		// group does not rebalance for the upgrade.
 		ts, _ := decodePartitionMetadataValue(v)
+		infos := make([]TopicInfo, 0, len(ts))
 		for _, t := range ts {
-			cg.topics[t.name] = t.partitions
+			infos = append(infos, TopicInfo{Name: t.name, ID: t.id, Partitions: t.partitions})
 		}
+		cg.metadataHash = metadataHash(infos)
 	}
 	resolve := func(ts []cgTopicPartitions) (map[topicPartition]bool, map[topicPartition]int32) {
 		set, epochs := map[topicPartition]bool{}, map[topicPartition]int32{}
@@ -243,9 +242,14 @@ func restoreConsumerGroup(g *group, topicName func([16]byte) (string, bool)) {
 		return set, epochs
 	}
 	var ids []string
-	for k := range g.cgWritten {
-		if dk, err := decodeKey([]byte(k)); err == nil && dk.kind == kindCGMember {
+	for k, v := range g.cgWritten {
+		dk, err := decodeKey([]byte(k))
+		switch {
+		case err != nil:
+		case dk.kind == kindCGMember:
 			ids = append(ids, dk.member)
+		case dk.kind == kindCGRegex:
+			cg.regexes[dk.regex], _ = decodeRegexValue(v)
 		}
 	}
 	slices.Sort(ids)
@@ -315,7 +319,15 @@ func restoreConsumerGroup(g *group, topicName func([16]byte) (string, bool)) {
 
 // scheduleConsumerTimersLocked starts the timers of a restored consumer group's members, as Kafka
 // does on load: every session runs from now, and a member still revoking has its rebalance timeout.
+// A regex without a stored resolution (a log written before Kawa stored them) is resolved now, so
+// the retention sweep sees its topics subscribed before the first heartbeat.
 func (c *Coordinator) scheduleConsumerTimersLocked(g *group) {
+	for _, m := range g.cg.members {
+		if _, ok := g.cg.regexes[m.regex]; m.re != nil && !ok && c.cfg.Topics != nil {
+			c.resolveRegexesLocked(g.cg, c.cfg.Topics())
+			break
+		}
+	}
 	for _, m := range g.cg.members {
 		why := "session timeout"
 		if m.epoch == -2 {

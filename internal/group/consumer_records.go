@@ -2,6 +2,7 @@ package group
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -15,8 +16,11 @@ import (
 //	key   = int16 record type | GroupId string [| MemberId string]    (non-flexible: int16-length strings)
 //	value = int16 value version (0) | the value struct, flexible: compact strings and arrays, tagged fields
 //
-//	type 3 ConsumerGroupMetadata                 (group)          Epoch int32 (+ tagged MetadataHash, CreationTimeMs: not written)
-//	type 4 ConsumerGroupPartitionMetadata        (group)          Topics [TopicId uuid, TopicName, NumPartitions int32, PartitionMetadata []]
+//	type 3 ConsumerGroupMetadata                 (group)          Epoch int32, tag 0 MetadataHash int64 (KIP-1101; tag 1
+//	                                                              CreationTimeMs is not written, skipped on read)
+//	type 4 ConsumerGroupPartitionMetadata        (group)          Topics [TopicId uuid, TopicName, NumPartitions int32, PartitionMetadata []]:
+//	                                                              read only (logs of Kawa before the metadata hash), tombstoned on the
+//	                                                              next write, as Kafka 4.1 does once it has the hash
 //	type 5 ConsumerGroupMemberMetadata           (group, member)  InstanceId?, RackId?, ClientId, ClientHost, SubscribedTopicNames [],
 //	                                                              SubscribedTopicRegex?, RebalanceTimeoutMs int32, ServerAssignor?
 //	type 6 ConsumerGroupTargetAssignmentMetadata (group)          AssignmentEpoch int32
@@ -24,6 +28,8 @@ import (
 //	type 8 ConsumerGroupCurrentMemberAssignment  (group, member)  MemberEpoch, PreviousMemberEpoch int32, State int8,
 //	                                                              AssignedPartitions [TopicId, Partitions, tag 0 AssignmentEpochs (KIP-1251)],
 //	                                                              PartitionsPendingRevocation [same]
+//	type 16 ConsumerGroupRegularExpression       (group, regex)   Topics [] string, Version int64, Timestamp int64: the topics a
+//	                                                              subscription regex resolved to (KIP-848's server-side regexes)
 //
 // Each key holds one piece of state and the latest value per key is that state, so a compacted log
 // replays to the same group; a tombstone (nil value) deletes the piece. Kafka's ordering is kept: a
@@ -36,6 +42,7 @@ const (
 	cgTargetMetadataType    = 6
 	cgTargetMemberType      = 7
 	cgCurrentAssignmentType = 8
+	cgRegexType             = 16
 
 	cgValueVersion = 0
 )
@@ -56,9 +63,11 @@ const (
 	kindCGTargetMetadata    byte = 0x80 | cgTargetMetadataType
 	kindCGTargetMember      byte = 0x80 | cgTargetMemberType
 	kindCGCurrent           byte = 0x80 | cgCurrentAssignmentType
+	kindCGRegex             byte = 0x80 | cgRegexType
 )
 
-// cgKey is the key of record type typ for group (and, for the per-member types, member).
+// cgKey is the key of record type typ for group (and, for the per-member types, member; for the
+// regular-expression type, the regex).
 func cgKey(typ int16, group string, member ...string) []byte {
 	b := recfmt.AppendString(kbin.AppendInt16(nil, typ), group)
 	for _, m := range member {
@@ -70,8 +79,11 @@ func cgKey(typ int16, group string, member ...string) []byte {
 // cgKeyOf re-encodes a decoded consumer-group key.
 func cgKeyOf(k decodedKey) []byte {
 	typ := int16(k.kind &^ 0x80)
-	if perMemberType(typ) {
+	switch {
+	case perMemberType(typ):
 		return cgKey(typ, k.group, k.member)
+	case typ == cgRegexType:
+		return cgKey(typ, k.group, k.regex)
 	}
 	return cgKey(typ, k.group)
 }
@@ -80,11 +92,19 @@ func perMemberType(typ int16) bool {
 	return typ == cgMemberMetadataType || typ == cgTargetMemberType || typ == cgCurrentAssignmentType
 }
 
-// decodeCGKey decodes the rest of a key of record type typ (3-8); r has read the type.
+// isCGType reports a consumer-group record type (the key's leading int16).
+func isCGType(typ uint16) bool {
+	return typ >= cgMetadataType && typ <= cgCurrentAssignmentType || typ == cgRegexType
+}
+
+// decodeCGKey decodes the rest of a key of record type typ (3-8, 16); r has read the type.
 func decodeCGKey(typ int16, r *recfmt.Reader) (decodedKey, error) {
 	k := decodedKey{kind: 0x80 | byte(typ), group: r.Str()}
-	if perMemberType(typ) {
+	switch {
+	case perMemberType(typ):
 		k.member = r.Str()
+	case typ == cgRegexType:
+		k.regex = r.Str()
 	}
 	if !r.Done() {
 		return decodedKey{}, fmt.Errorf("%w: consumer group key length", ErrCorrupt)
@@ -125,6 +145,19 @@ type cgCurrentValue struct {
 	assigned, revoking []cgTopicPartitions
 }
 
+// cgGroupValue is ConsumerGroupMetadataValue v0.
+type cgGroupValue struct {
+	epoch        int32
+	metadataHash int64 // tag 0; 0 (Kafka's default, not written) for no subscribed topics
+}
+
+// cgRegexValue is ConsumerGroupRegularExpressionValue v0.
+type cgRegexValue struct {
+	topics    []string // sorted
+	version   int64
+	timestamp int64 // ms
+}
+
 func cgValueHeader() []byte { return kbin.AppendInt16(nil, cgValueVersion) }
 
 // noTags ends a flexible struct without tagged fields.
@@ -132,6 +165,27 @@ func noTags(b []byte) []byte { return kbin.AppendUvarint(b, 0) }
 
 func encodeEpochValue(epoch int32) []byte {
 	return noTags(kbin.AppendInt32(cgValueHeader(), epoch))
+}
+
+func encodeCGGroupValue(v cgGroupValue) []byte {
+	b := kbin.AppendInt32(cgValueHeader(), v.epoch)
+	if v.metadataHash == 0 {
+		return noTags(b) // a tagged field at its default is left out, as Kafka's writers do
+	}
+	b = kbin.AppendUvarint(b, 1) // one tagged field:
+	b = kbin.AppendUvarint(b, 0) // tag 0, MetadataHash
+	b = kbin.AppendUvarint(b, 8)
+	return kbin.AppendInt64(b, v.metadataHash)
+}
+
+func encodeRegexValue(v cgRegexValue) []byte {
+	b := kbin.AppendCompactArrayLen(cgValueHeader(), len(v.topics))
+	for _, t := range v.topics {
+		b = kbin.AppendCompactString(b, t)
+	}
+	b = kbin.AppendInt64(b, v.version)
+	b = kbin.AppendInt64(b, v.timestamp)
+	return noTags(b)
 }
 
 func encodePartitionMetadataValue(topics []cgTopicMeta) []byte {
@@ -249,6 +303,41 @@ func decodeEpochValue(b []byte, what string) (int32, error) {
 	return e, cgValueDone(r, what)
 }
 
+func decodeCGGroupValue(b []byte) (cgGroupValue, error) {
+	const what = "consumer group metadata"
+	r, err := cgValueReader(b, what)
+	if err != nil {
+		return cgGroupValue{}, err
+	}
+	v := cgGroupValue{epoch: r.Int32()}
+	skipTags(r, func(tag uint32, data []byte) {
+		if tag != 0 {
+			return // tag 1 CreationTimeMs (KIP-1282): not kept
+		}
+		if len(data) != 8 {
+			r.Span(len(r.Src) + 1) // a MetadataHash that is not an int64: the value is corrupt
+			return
+		}
+		v.metadataHash = int64(binary.BigEndian.Uint64(data))
+	})
+	return v, cgValueDone(r, what)
+}
+
+func decodeRegexValue(b []byte) (cgRegexValue, error) {
+	const what = "consumer group regular expression"
+	r, err := cgValueReader(b, what)
+	if err != nil {
+		return cgRegexValue{}, err
+	}
+	v := cgRegexValue{topics: []string{}}
+	for n := compactLen(r); n > 0 && r.Ok(); n-- {
+		v.topics = append(v.topics, r.CompactString())
+	}
+	v.version, v.timestamp = r.Int64(), r.Int64()
+	skipTags(r, nil)
+	return v, cgValueDone(r, what)
+}
+
 func decodePartitionMetadataValue(b []byte) ([]cgTopicMeta, error) {
 	const what = "consumer group partition metadata"
 	r, err := cgValueReader(b, what)
@@ -353,7 +442,9 @@ func decodeCurrentValue(b []byte) (cgCurrentValue, error) {
 func decodeCGValue(kind byte, b []byte) (any, error) {
 	switch kind {
 	case kindCGMetadata:
-		return decodeEpochValue(b, "consumer group metadata")
+		return decodeCGGroupValue(b)
+	case kindCGRegex:
+		return decodeRegexValue(b)
 	case kindCGTargetMetadata:
 		return decodeEpochValue(b, "consumer group target assignment metadata")
 	case kindCGPartitionMetadata:
@@ -369,7 +460,7 @@ func decodeCGValue(kind byte, b []byte) (any, error) {
 }
 
 // isCGKind reports a consumer-group record kind.
-func isCGKind(kind byte) bool { return kind >= kindCGMetadata && kind <= kindCGCurrent }
+func isCGKind(kind byte) bool { return kind&0x80 != 0 && isCGType(uint16(kind&^0x80)) }
 
 // sameBytes is bytes.Equal that tells a nil (tombstone, or never written) from an empty value.
 func sameBytes(a, b []byte) bool { return (a == nil) == (b == nil) && bytes.Equal(a, b) }

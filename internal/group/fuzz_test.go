@@ -25,6 +25,8 @@ func FuzzReplay(f *testing.F) {
 	inst, rx := "i", "t.*"
 	tps := []cgTopicPartitions{{id: [16]byte{1}, partitions: []int32{0, 2}, epochs: []int32{3, 4}}}
 	f.Add(cgKey(cgMetadataType, "g"), encodeEpochValue(7), false)
+	f.Add(cgKey(cgMetadataType, "g"), encodeCGGroupValue(cgGroupValue{epoch: 7, metadataHash: -5}), false)
+	f.Add(cgKey(cgRegexType, "g", "t.*"), encodeRegexValue(cgRegexValue{topics: []string{"t", "tt"}, version: 2, timestamp: 1_700_000_000_000}), false)
 	f.Add(cgKey(cgPartitionMetadataType, "g"), encodePartitionMetadataValue([]cgTopicMeta{{id: [16]byte{1}, name: "t", partitions: 4}}), false)
 	f.Add(cgKey(cgMemberMetadataType, "g", "m"), encodeMemberValue(cgMemberValue{instanceID: &inst, clientID: "c", host: "/h", names: []string{"t"}, regex: &rx, rebalanceTimeoutMs: 1}), false)
 	f.Add(cgKey(cgTargetMetadataType, "g"), encodeEpochValue(7), false)
@@ -83,6 +85,10 @@ func valueRoundTrip(kind byte, value []byte) error {
 		switch v := v.(type) {
 		case int32:
 			again = encodeEpochValue(v)
+		case cgGroupValue:
+			again = encodeCGGroupValue(v)
+		case cgRegexValue:
+			again = encodeRegexValue(v)
 		case []cgTopicMeta:
 			again = encodePartitionMetadataValue(v)
 		case cgMemberValue:

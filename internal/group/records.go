@@ -189,6 +189,7 @@ type decodedKey struct {
 	producerID int64
 	tp         topicPartition
 	member     string // consumer-group member records (kindCGMember, kindCGTargetMember, kindCGCurrent)
+	regex      string // consumer-group regular-expression records (kindCGRegex)
 }
 
 func decodeKey(b []byte) (decodedKey, error) {
@@ -205,7 +206,7 @@ func decodeKey(b []byte) (decodedKey, error) {
 			return decodedKey{}, fmt.Errorf("%w: group metadata key length", ErrCorrupt)
 		}
 		return decodedKey{kind: kindGroupMetadata, group: k.Group}, nil
-	} else if v >= cgMetadataType && v <= cgCurrentAssignmentType && !r.Bad() {
+	} else if isCGType(v) && !r.Bad() {
 		return decodeCGKey(int16(v), r)
 	} else if v != keyVersion {
 		return decodedKey{}, fmt.Errorf("%w: key version %d", ErrCorrupt, v)
