@@ -83,16 +83,8 @@ func TestVerifyUsage(t *testing.T) {
 // SIGKILLed, every semantic checked. It is a short version of the CI run.
 func TestVerifySpawnKillAndCrash(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	cmd := exec.Command(kawaBinary(t), "verify", "--duration", "6s", "--faults", "kill,client-crash", "--seed", "1",
-		"--rate", "100", "--out", dir)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	outb, err := cmd.Output()
-	out := string(outb)
-	if err != nil {
-		t.Fatalf("kawa verify: %v\n%s\n%s", err, out, stderr.String())
-	}
+	out, stderr := runKawaVerify(t, "--duration", "6s", "--faults", "kill,client-crash", "--seed", "1",
+		"--rate", "100", "--out", t.TempDir())
 	m := regexp.MustCompile(`faults injected: (\d+)`).FindStringSubmatch(out)
 	if m == nil || m[1] == "0" {
 		t.Errorf("no faults injected:\n%s", out)
@@ -105,7 +97,77 @@ func TestVerifySpawnKillAndCrash(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if !strings.Contains(stderr.String(), "faults ") {
-		t.Errorf("no progress line on stderr:\n%s", stderr.String())
+	if !strings.Contains(stderr, "faults ") {
+		t.Errorf("no progress line on stderr:\n%s", stderr)
+	}
+}
+
+// runKawaVerify runs the kawa binary's verify with args, failing the test
+// if it exits non-zero (a violation, or a run that could not be carried out).
+func runKawaVerify(t *testing.T, args ...string) (stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(kawaBinary(t), append([]string{"verify"}, args...)...)
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	outb, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kawa verify: %v\n%s\n%s", err, outb, errb.String())
+	}
+	return string(outb), errb.String()
+}
+
+// TestVerifyShareKillAndCrash runs the share-group workload (issue 15 item
+// 3) briefly on a spawned `kawa serve`: with seed 1 over 8 s the schedule
+// SIGKILLs the broker twice and three workers once each. The share
+// checkers must all pass and must have had something to check: records
+// redelivered, poison records archived at the limit, members crashed.
+func TestVerifyShareKillAndCrash(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	out, _ := runKawaVerify(t, "--semantics", "share", "--duration", "8s", "--faults", "kill,client-crash",
+		"--seed", "1", "--rate", "100", "--out", dir)
+	t.Log("\n" + out)
+	if !strings.Contains(out, "share: PASS") {
+		t.Errorf("output lacks share: PASS:\n%s", out)
+	}
+	var res struct {
+		Findings []struct {
+			Check string `json:"check"`
+			Pass  bool   `json:"pass"`
+		} `json:"findings"`
+		FaultLog []verify.Event     `json:"fault_log"`
+		Share    *verify.ShareStats `json:"share"`
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "result.json"))
+	if err := json.Unmarshal(b, &res); err != nil || res.Share == nil {
+		t.Fatalf("result.json: %v, share %v", err, res.Share)
+	}
+	shareRows := 0
+	for _, f := range res.Findings {
+		if strings.HasPrefix(f.Check, "share-") {
+			shareRows++
+		}
+		if !f.Pass {
+			t.Errorf("%s failed", f.Check)
+		}
+	}
+	if shareRows != 7 {
+		t.Errorf("%d share-* findings, want 7", shareRows)
+	}
+	kills, crashes := 0, 0
+	for _, e := range res.FaultLog {
+		switch {
+		case e.Fault == "kill" && e.Err == "":
+			kills++
+		case e.Fault == "client-crash" && strings.HasPrefix(e.W, "shr-m"):
+			crashes++
+		}
+	}
+	if kills == 0 || crashes == 0 {
+		t.Errorf("%d broker kills, %d share members crashed; want both: %+v", kills, crashes, res.FaultLog)
+	}
+	s := res.Share
+	if s.Records == 0 || s.Redeliveries == 0 || s.Archived < s.Poison || s.Poison == 0 || s.Accepted == 0 || s.Rejected == 0 {
+		t.Errorf("share stats %+v: want records, redeliveries, accepts, rejects and every poison record archived", *s)
 	}
 }

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"slices"
 )
 
 // Check names an anomaly the checkers count.
@@ -21,11 +22,25 @@ const (
 	CheckCommitBack    Check = "commit-rollback" // committed offset went back below an acknowledged commit
 	CheckPastLSO       Check = "read-past-lso"   // read_committed returned a record at or past the LSO, or before its commit was asked for
 	CheckRecords       Check = "records"         // records that made it end to end (must be > 0)
+
+	CheckShareLost       Check = "share-lost"         // share record neither accepted, rejected nor delivered up to the limit
+	CheckShareDupAccept  Check = "share-dup-accept"   // share record delivered again after a confirmed accept
+	CheckShareReject     Check = "share-after-reject" // share record delivered again after a confirmed reject
+	CheckShareOverLimit  Check = "share-over-limit"   // delivery count outside [1, share.delivery.count.limit]
+	CheckShareCountOrder Check = "share-count-order"  // a delivery whose count is not above every earlier delivery's
+	CheckSharePoison     Check = "share-poison"       // a poison record (always released) ended accepted or rejected
+	CheckShareStart      Check = "share-start"        // end-of-run share-partition start offset not at the log end
 )
 
 // AllChecks lists the checks in report order.
 var AllChecks = []Check{CheckLostWrite, CheckLostE2E, CheckDupLog, CheckDupE2E, CheckOrder,
-	CheckAbortedRead, CheckTornTxn, CheckCommitAhead, CheckCommitPastEnd, CheckCommitBack, CheckPastLSO, CheckRecords}
+	CheckAbortedRead, CheckTornTxn, CheckCommitAhead, CheckCommitPastEnd, CheckCommitBack, CheckPastLSO,
+	CheckShareLost, CheckShareDupAccept, CheckShareReject, CheckShareOverLimit, CheckShareCountOrder, CheckSharePoison, CheckShareStart,
+	CheckRecords}
+
+// shareChecks are the checks only the share semantic has.
+var shareChecks = []Check{CheckShareLost, CheckShareDupAccept, CheckShareReject, CheckShareOverLimit,
+	CheckShareCountOrder, CheckSharePoison, CheckShareStart}
 
 // Expect is what a semantic promises about an anomaly.
 type Expect string
@@ -44,7 +59,26 @@ const (
 // semantic must keep one producer's order (none retries out of order) and
 // must never commit past the log end, nor lose a commit it was answered
 // for.
+//
+// share (KIP-932) is judged on its own rows: it keeps its producers'
+// writes (idempotent, acks=all) and order, and its share-group checks are
+// all guarantees; the consumer-group rows do not apply to it.
 func Expectations(sem Semantic, c Check) Expect {
+	if slices.Contains(shareChecks, c) {
+		if sem == Share {
+			return ExpectZero
+		}
+		return ExpectNA
+	}
+	if sem == Share {
+		switch c {
+		case CheckLostWrite, CheckDupLog, CheckOrder:
+			return ExpectZero
+		case CheckRecords:
+			return ExpectPositive
+		}
+		return ExpectNA
+	}
 	switch c {
 	case CheckRecords:
 		return ExpectPositive
@@ -100,6 +134,7 @@ type Checked struct {
 	Findings []Finding // per semantic, one per check in AllChecks order
 	Records  int       // distinct records checked
 	Txns     TxnStats
+	Share    ShareStats // when the share semantic was checked
 }
 
 // TxnStats shows the transactional checks had something to check.
@@ -127,6 +162,9 @@ func CheckHistory(plan *Plan, events []Event, sems []Semantic) Checked {
 	}
 	out.Records = ix.recordsChecked()
 	out.Txns = ix.txnStats()
+	if slices.Contains(sems, Share) {
+		out.Share = ix.shareStats()
+	}
 	return out
 }
 
@@ -187,6 +225,20 @@ func (ix *index) run(c Check, sem Semantic) tally {
 		return ix.commitRollback(sem)
 	case CheckPastLSO:
 		return ix.pastLSO(sem)
+	case CheckShareLost:
+		return ix.shareLostRecords(sem)
+	case CheckShareDupAccept:
+		return ix.shareAfterConfirmed(sem, AckAccept)
+	case CheckShareReject:
+		return ix.shareAfterConfirmed(sem, AckReject)
+	case CheckShareOverLimit:
+		return ix.shareOverLimit(sem)
+	case CheckShareCountOrder:
+		return ix.shareCountOrder(sem)
+	case CheckSharePoison:
+		return ix.sharePoison(sem)
+	case CheckShareStart:
+		return ix.shareStartBehind(sem)
 	case CheckRecords:
 		return ix.endToEnd(sem)
 	}
@@ -328,9 +380,14 @@ func (ix *index) dupE2E(sem Semantic) tally {
 }
 
 // endToEnd counts records that made it through: processed queue records,
-// or pipeline output records visible read_committed.
+// pipeline output records visible read_committed, or accepted share
+// records.
 func (ix *index) endToEnd(sem Semantic) tally {
 	var t tally
+	if sem == Share {
+		t.n = ix.shareAcceptedCount(sem)
+		return t
+	}
 	for k := range ix.procs.first {
 		if ix.sem(k.topic) == sem && ix.role(k.topic) == RoleQueue {
 			t.n++

@@ -18,25 +18,28 @@ type Kind uint8
 // Event kinds. Workers emit send through drained; the controller emits fault
 // and, after the run, scan, end and group.
 const (
-	KindSend    Kind = iota + 1 // about to produce ID to Topic (Txn set inside a transaction)
-	KindAck                     // the broker acknowledged ID at Part/Off; Lat is µs since send
-	KindFail                    // the produce of ID failed with Err (it may still be in the log)
-	KindProc                    // a group member processed ID at Part/Off in generation Gen
-	KindRead                    // a reader (isolation Iso) returned ID at Part/Off; LSO from the same fetch
-	KindCommit                  // offset commit of Part/Off by W in generation Gen; Err if it failed
-	KindTxnEnd                  // W is about to end Txn; Commit says whether it asked to commit
-	KindTxnDone                 // Txn ended: Commit=true committed, false aborted; Err = outcome unknown
-	KindStart                   // worker W started
-	KindExit                    // worker W exited; Err says why when it was not asked to stop
-	KindDrained                 // reader W read every partition up to the end-of-run fence
-	KindFault                   // fault Fault on W from T to End (unix ns)
-	KindScan                    // end-of-run scan (isolation Iso) found ID at Part/Off
-	KindEnd                     // end-of-run log end offset Off of Topic/Part (the fence excluded)
-	KindGroup                   // end-of-run committed offset Off of group W on Topic/Part
+	KindSend       Kind = iota + 1 // about to produce ID to Topic (Txn set inside a transaction)
+	KindAck                        // the broker acknowledged ID at Part/Off; Lat is µs since send
+	KindFail                       // the produce of ID failed with Err (it may still be in the log)
+	KindProc                       // a group member processed ID at Part/Off in generation Gen
+	KindRead                       // a reader (isolation Iso) returned ID at Part/Off; LSO from the same fetch
+	KindCommit                     // offset commit of Part/Off by W in generation Gen; Err if it failed
+	KindTxnEnd                     // W is about to end Txn; Commit says whether it asked to commit
+	KindTxnDone                    // Txn ended: Commit=true committed, false aborted; Err = outcome unknown
+	KindStart                      // worker W started
+	KindExit                       // worker W exited; Err says why when it was not asked to stop
+	KindDrained                    // reader W read every partition up to the end-of-run fence
+	KindFault                      // fault Fault on W from T to End (unix ns)
+	KindScan                       // end-of-run scan (isolation Iso) found ID at Part/Off
+	KindEnd                        // end-of-run log end offset Off of Topic/Part (the fence excluded)
+	KindGroup                      // end-of-run committed offset Off of group W on Topic/Part
+	KindDeliver                    // share member W was delivered ID at Part/Off with delivery count Gen (ShareFetch AcquiredRecords)
+	KindShareAck                   // W acknowledged its delivery Gen of ID with Ack; Commit: the broker confirmed it, else Err (outcome unknown)
+	KindShareStart                 // end-of-run share-partition start offset Off of share group W on Topic/Part (DescribeShareGroupOffsets)
 )
 
 var kindNames = [...]string{"", "send", "ack", "fail", "proc", "read", "commit", "txn-end", "txn-done",
-	"start", "exit", "drained", "fault", "scan", "end", "group"}
+	"start", "exit", "drained", "fault", "scan", "end", "group", "deliver", "share-ack", "share-start"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -116,6 +119,30 @@ type Event struct {
 	Kind   Kind      `json:"k"`
 	Iso    Isolation `json:"iso,omitempty"`
 	Commit bool      `json:"c,omitempty"`
+	Ack    AckType   `json:"ack,omitempty"` // KindShareAck
+}
+
+// AckType is a KIP-932 acknowledgement type, by its protocol number
+// (ShareAcknowledge AcknowledgeTypes: 1 accept, 2 release, 3 reject).
+type AckType int8
+
+// Acknowledgement types.
+const (
+	AckAccept  AckType = 1
+	AckRelease AckType = 2
+	AckReject  AckType = 3
+)
+
+func (a AckType) String() string {
+	switch a {
+	case AckAccept:
+		return "accept"
+	case AckRelease:
+		return "release"
+	case AckReject:
+		return "reject"
+	}
+	return "ack(" + strconv.Itoa(int(a)) + ")"
 }
 
 // fenceID is the id of the end-of-run fence records; checkers skip it.
@@ -191,7 +218,7 @@ func (h *History) Add(evs ...Event) {
 		switch e.Kind {
 		case KindAck:
 			h.acked.Add(1)
-		case KindProc:
+		case KindProc, KindDeliver:
 			h.processed.Add(1)
 		}
 		if h.out != nil {
@@ -224,7 +251,7 @@ func (h *History) Events() []Event {
 // Acked is the number of ack events so far.
 func (h *History) Acked() int64 { return h.acked.Load() }
 
-// Processed is the number of proc events so far.
+// Processed is the number of proc and deliver events so far.
 func (h *History) Processed() int64 { return h.processed.Load() }
 
 // Flush writes buffered JSON lines to the file.

@@ -102,6 +102,8 @@ type index struct {
 	faults    []*Event
 
 	rcByTopic map[string]map[string][]*Event // built lazily by rcIDs
+
+	share shareIndex
 }
 
 // newIndex builds the index in one pass over events.
@@ -161,6 +163,11 @@ func (ix *index) add(e *Event) {
 		ix.groupOffs = append(ix.groupOffs, e)
 	case KindFault:
 		ix.faults = append(ix.faults, e)
+		ix.noteHider(e)
+	case KindExit:
+		ix.noteHider(e)
+	case KindDeliver, KindShareAck, KindShareStart:
+		ix.addShare(e)
 	}
 }
 

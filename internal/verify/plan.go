@@ -14,13 +14,19 @@ const (
 	AtMostOnce  Semantic = "at-most-once"
 	AtLeastOnce Semantic = "at-least-once"
 	ExactlyOnce Semantic = "exactly-once"
+	// Share is KIP-932 share-group (queue) delivery: every record
+	// acknowledged (accepted or rejected) or archived after
+	// share.delivery.count.limit deliveries, never delivered after a
+	// confirmed accept or reject.
+	Share Semantic = "share"
 )
 
-// AllSemantics lists the semantics in report order.
+// AllSemantics lists the semantics "all" runs, in report order. Share is
+// not among them: it is selected by name (--semantics share, or a list).
 var AllSemantics = []Semantic{AtMostOnce, AtLeastOnce, ExactlyOnce}
 
-// ParseSemantics parses "at-most-once|at-least-once|exactly-once|all" or a
-// comma-separated list of them.
+// ParseSemantics parses "at-most-once|at-least-once|exactly-once|share|all"
+// or a comma-separated list of them.
 func ParseSemantics(s string) ([]Semantic, error) {
 	if s == "all" {
 		return AllSemantics, nil
@@ -30,9 +36,9 @@ func ParseSemantics(s string) ([]Semantic, error) {
 	for _, p := range strings.Split(s, ",") {
 		sem := Semantic(strings.TrimSpace(p))
 		switch sem {
-		case AtMostOnce, AtLeastOnce, ExactlyOnce:
+		case AtMostOnce, AtLeastOnce, ExactlyOnce, Share:
 		default:
-			return nil, fmt.Errorf("unknown semantic %q (want at-most-once, at-least-once, exactly-once or all)", p)
+			return nil, fmt.Errorf("unknown semantic %q (want at-most-once, at-least-once, exactly-once, share or all)", p)
 		}
 		if !seen[sem] {
 			seen[sem] = true
@@ -49,6 +55,8 @@ func (s Semantic) short() string {
 		return "amo"
 	case AtLeastOnce:
 		return "alo"
+	case Share:
+		return "shr"
 	}
 	return "eos"
 }
@@ -62,6 +70,7 @@ const (
 	RoleIn    TopicRole = "in"    // idempotent producers → EOS pipeline (workload b)
 	RoleOut   TopicRole = "out"   // EOS pipeline output, transactional (workload b)
 	RoleTxn   TopicRole = "txn"   // transactional multi-partition writes (workload c)
+	RoleShare TopicRole = "share" // idempotent producers → share group (workload d)
 )
 
 // TopicPlan is one topic of a run.
@@ -79,13 +88,26 @@ type GroupPlan struct {
 	Topic    string   `json:"topic"`
 }
 
+// ShareGroupPlan is one share group (KIP-932) of a run and the group
+// configs the run sets on it (IncrementalAlterConfigs, GROUP resource).
+type ShareGroupPlan struct {
+	Name  string `json:"name"`
+	Topic string `json:"topic"`
+	// DeliveryLimit is share.delivery.count.limit: acquisitions of a
+	// record before it is archived.
+	DeliveryLimit int `json:"delivery_limit"`
+	// Lock is share.record.lock.duration.ms.
+	Lock time.Duration `json:"lock"`
+}
+
 // Plan is the static shape of a run: topics, groups and worker slots. The
 // checkers need it to interpret the history.
 type Plan struct {
-	RunID  string       `json:"run_id"`
-	Topics []TopicPlan  `json:"topics"`
-	Groups []GroupPlan  `json:"groups"`
-	Slots  []WorkerSpec `json:"slots"`
+	RunID       string           `json:"run_id"`
+	Topics      []TopicPlan      `json:"topics"`
+	Groups      []GroupPlan      `json:"groups"`
+	ShareGroups []ShareGroupPlan `json:"share_groups,omitempty"`
+	Slots       []WorkerSpec     `json:"slots"`
 }
 
 // Topic returns the plan of the named topic.
@@ -115,6 +137,7 @@ const (
 	WorkerPipeline = "pipeline"
 	WorkerTxn      = "txnwriter"
 	WorkerReader   = "reader"
+	WorkerShare    = "share"
 )
 
 // WorkerSpec tells a worker what to do. The controller passes it as JSON to
@@ -136,6 +159,9 @@ type WorkerSpec struct {
 	ProcDelay  time.Duration `json:"proc_delay,omitempty"`
 	Session    time.Duration `json:"session_timeout,omitempty"`
 	TxnTimeout time.Duration `json:"txn_timeout,omitempty"`
+	// Drain makes a share member accept every record but the poison ones
+	// (the end-of-run drain).
+	Drain bool `json:"drain,omitempty"`
 }
 
 // crashable reports whether the client-crash fault may pick this slot.
@@ -172,12 +198,25 @@ func (o *PlanOptions) defaults() {
 	}
 }
 
+// The share workload's shape: few partitions and more members than
+// partitions, so members share partitions (KIP-932's point); a low
+// delivery-count limit and a short lock, so poison records reach the limit
+// and a crashed member's records come back within a run.
+const (
+	sharePartitions    = 2
+	shareMembers       = 3
+	shareDeliveryLimit = 4
+	shareLock          = 3 * time.Second
+)
+
 // NewPlan lays out topics, groups and worker slots for the semantics:
 // at-most-once and at-least-once each get a queue (workload a: two producers,
 // a group of two consumers); exactly-once gets the pipeline (workload b: two
 // idempotent producers, two transactional consume-transform-produce members)
 // and transactional writes (workload c: two writers, one read_committed and
-// one read_uncommitted reader over the transactional topics).
+// one read_uncommitted reader over the transactional topics); share gets
+// its own topic of two partitions, two idempotent producers and a share
+// group of three members (workload d).
 func NewPlan(o PlanOptions) *Plan {
 	o.defaults()
 	p := &Plan{RunID: o.RunID}
@@ -189,6 +228,25 @@ func NewPlan(o PlanOptions) *Plan {
 	}
 	for _, sem := range o.Semantics {
 		tag := sem.short()
+		if sem == Share {
+			topic := name(sem, "")
+			p.Topics = append(p.Topics, TopicPlan{topic, sem, RoleShare, sharePartitions})
+			p.ShareGroups = append(p.ShareGroups, ShareGroupPlan{Name: topic, Topic: topic,
+				DeliveryLimit: shareDeliveryLimit, Lock: shareLock})
+			for i := range 2 {
+				w := base
+				w.Slot, w.Role, w.Semantic, w.Topics = fmt.Sprintf("%s-p%d", tag, i), WorkerProducer, sem, []string{topic}
+				w.Partitions = sharePartitions
+				add(w)
+			}
+			for i := range shareMembers {
+				w := base
+				w.Slot, w.Role, w.Semantic, w.Topics, w.Group = fmt.Sprintf("%s-m%d", tag, i), WorkerShare, sem, []string{topic}, topic
+				w.Partitions = sharePartitions
+				add(w)
+			}
+			continue
+		}
 		if sem != ExactlyOnce {
 			topic, group := name(sem, ""), name(sem, "")
 			p.Topics = append(p.Topics, TopicPlan{topic, sem, RoleQueue, o.Partitions})

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -27,6 +28,7 @@ type Result struct {
 	Findings       []Finding        `json:"findings"`
 	Records        int              `json:"records_checked"`
 	Txns           TxnStats         `json:"transactions"`
+	Share          *ShareStats      `json:"share,omitempty"`
 	Events         int              `json:"history_events"`
 	CheckSeconds   float64          `json:"check_seconds"`
 	Slots          []SlotStatus     `json:"workers"`
@@ -50,6 +52,11 @@ func (r *Result) check(events []Event) {
 	began := time.Now()
 	c := CheckHistory(r.Plan, events, r.Semantics)
 	r.Findings, r.Records, r.Txns = c.Findings, c.Records, c.Txns
+	for _, sem := range r.Semantics {
+		if sem == Share {
+			r.Share = &c.Share
+		}
+	}
 	r.CheckSeconds = time.Since(began).Seconds()
 	r.Events = len(events)
 	drained := map[string]bool{}
@@ -96,6 +103,9 @@ func (r *Result) WriteTable(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEMANTIC\tANOMALY\tEXPECTED\tOBSERVED\tRESULT")
 	for _, f := range r.Findings {
+		if f.Expected == ExpectNA && (f.Semantic == Share) != slices.Contains(shareChecks, f.Check) {
+			continue // the other family's rows: share groups vs consumer groups and transactions
+		}
 		res := "PASS"
 		if !f.Pass {
 			res = "FAIL"
@@ -126,6 +136,9 @@ func (r *Result) WriteTable(w io.Writer) {
 	if t := r.Txns; t != (TxnStats{}) {
 		fmt.Fprintf(w, "transactions: %d committed, %d aborted, %d outcome unknown, %d left open by a crashed writer; read_uncommitted saw %d records of aborted ones\n",
 			t.Committed, t.Aborted, t.Unknown, t.Open, t.AbortedVisibleRU)
+	}
+	if r.Share != nil {
+		fmt.Fprintf(w, "share: %s\n", r.Share)
 	}
 	for _, s := range r.Slots {
 		if s.LastErr != "" {
@@ -183,7 +196,7 @@ func series(events []Event, start time.Time) []Bucket {
 			s := at(e.T)
 			out[s].Acked++
 			lat[s] = append(lat[s], e.Lat)
-		case KindProc:
+		case KindProc, KindDeliver:
 			out[at(e.T)].Processed++
 		}
 	}

@@ -127,6 +127,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Plan = NewPlan(opts)
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	err = adm.createTopics(cctx, res.Plan)
+	if err == nil {
+		err = adm.setShareGroupConfigs(cctx, res.Plan)
+	}
 	cancel()
 	if err != nil {
 		return nil, err
@@ -200,7 +203,14 @@ func runPhases(ctx context.Context, cfg Config, res *Result, hist *History, adm 
 		res.Notes = append(res.Notes, fmt.Sprintf("group %s did not commit up to the log end within %v; its lost-e2e count includes records it never reached", g, cfg.DrainTimeout))
 	}
 	cancel()
-	sup.Stop(15*time.Second, WorkerConsumer, WorkerPipeline)
+	sup.Stop(15*time.Second, WorkerConsumer, WorkerPipeline, WorkerShare)
+	if len(res.Plan.ShareGroups) > 0 {
+		phase.Store("draining share groups")
+		report()
+		for _, g := range drainShare(ctx, cfg.DrainTimeout, clientBrokers, res.Plan, adm, hist.Add) {
+			res.Notes = append(res.Notes, "share drain of "+g+"; its records left in flight count as share-lost")
+		}
+	}
 	phase.Store("final scan")
 	report()
 	return endOfRun(ctx, cfg, res, hist, adm, sup)
@@ -213,6 +223,9 @@ func endOfRun(ctx context.Context, cfg Config, res *Result, hist *History, adm *
 	defer cancel()
 	if err := adm.endOffsets(ectx, res.Plan, stamped(hist.Add)); err != nil {
 		return err
+	}
+	if err := adm.shareOffsets(ectx, res.Plan, stamped(hist.Add)); err != nil {
+		res.Notes = append(res.Notes, err.Error())
 	}
 	if err := adm.writeFences(ectx, res.Plan); err != nil {
 		return fmt.Errorf("write fences: %w", err)

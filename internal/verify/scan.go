@@ -172,22 +172,32 @@ func (a *admin) writeFences(ctx context.Context, plan *Plan) error {
 // total time, so a long run's large log is read to the end however long that
 // takes (a 30-minute soak writes millions of records).
 func finalScan(ctx context.Context, stall time.Duration, brokers []string, plan *Plan, emit Emit) error {
-	var all, txn []string
-	parts := int32(0)
-	for _, t := range plan.Topics {
-		all = append(all, t.Name)
-		if t.Role == RoleTxn || t.Role == RoleOut {
-			txn = append(txn, t.Name)
+	// One scan per partition count and isolation: a reader waits for a
+	// fence in every partition of its topics.
+	type group struct {
+		parts int32
+		iso   Isolation
+	}
+	var order []group
+	topics := map[group][]string{}
+	for _, iso := range []Isolation{ReadUncommitted, ReadCommitted} {
+		for _, t := range plan.Topics {
+			if iso == ReadCommitted && t.Role != RoleTxn && t.Role != RoleOut {
+				continue
+			}
+			g := group{t.Partitions, iso}
+			if _, ok := topics[g]; !ok {
+				order = append(order, g)
+			}
+			topics[g] = append(topics[g], t.Name)
 		}
-		parts = t.Partitions // NewPlan gives every topic the same count
 	}
-	if err := scanUntilFence(ctx, stall, brokers, all, parts, ReadUncommitted, emit); err != nil {
-		return err
+	for _, g := range order {
+		if err := scanUntilFence(ctx, stall, brokers, topics[g], g.parts, g.iso, emit); err != nil {
+			return err
+		}
 	}
-	if len(txn) == 0 {
-		return nil
-	}
-	return scanUntilFence(ctx, stall, brokers, txn, parts, ReadCommitted, emit)
+	return nil
 }
 
 // errScanStalled ends a final scan that read nothing for its stall time.

@@ -49,6 +49,8 @@ func RunWorker(ctx context.Context, spec WorkerSpec, stop <-chan struct{}, emit 
 		return runTxnWriter(ctx, spec, stop, emit)
 	case WorkerReader:
 		return runReader(ctx, spec, emit)
+	case WorkerShare:
+		return runShareMember(ctx, spec, stop, emit)
 	}
 	return fmt.Errorf("verify: unknown worker role %q", spec.Role)
 }
