@@ -20,7 +20,8 @@
 //	17 crc uint32                 CRC-32C (Castagnoli) of bytes [21:end]
 //	21 attributes int16           codec (bits 0-2), timestamp type (3),
 //	                              transactional (4), control (5),
-//	                              hasDeleteHorizonMs (6)
+//	                              hasDeleteHorizonMs (6); Kawa internal
+//	                              batch (14, raft logs only: NewInternal)
 //	23 lastOffsetDelta int32
 //	27 baseTimestamp int64
 //	35 maxTimestamp int64

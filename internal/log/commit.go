@@ -178,7 +178,8 @@ func (l *Log) syncActive() error {
 	l.mu.RUnlock()
 	c := &l.commit
 	c.mu.Lock()
-	err, done := c.err, c.fsynced >= end
+	// In a raft log internal batches move no offset, so the appended bytes tell what is unsynced too.
+	err, done := c.err, c.fsynced >= end && c.syncedLen >= appended
 	c.mu.Unlock()
 	if err != nil || done {
 		return err

@@ -49,6 +49,10 @@ func (l *Log) Segments() []SegmentInfo {
 // Readers holding Chunks of the old segment keep reading the old file for FileDeleteDelay, as after
 // retention. Returns ErrSegmentGone if the segment was removed meanwhile, or ErrClosed.
 func (l *Log) ReplaceSegment(base int64, fill func(add func(b []byte) error) error) error {
+	if l.o.Raft {
+		// Dropping batches would renumber the raft indexes of everything after them.
+		return fmt.Errorf("log: ReplaceSegment: %w: compaction of a raft log is not supported yet", ErrNotRaft)
+	}
 	l.adminMu.Lock()
 	defer l.adminMu.Unlock()
 	if l.closed.Load() {
@@ -176,7 +180,6 @@ func (l *Log) writeCleaned(tmp string, base, end int64, fill func(add func(b []b
 		return nil, err
 	}
 	s.log.name = strings.TrimSuffix(tmp, cleanedSuffix)
-	s.created, s.size, s.end, s.offIdx, s.timeIdx = ns.created, ns.size, ns.end, ns.offIdx, ns.timeIdx
-	s.maxTs, s.maxTsAt, s.firstTs, s.sinceIndex, s.lastIndexedTs = ns.maxTs, ns.maxTsAt, ns.firstTs, ns.sinceIndex, ns.lastIndexedTs
+	s.adopt(ns)
 	return s, nil
 }

@@ -3,7 +3,6 @@ package log
 import (
 	"bytes"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/kawa-broker/kawa/internal/batch"
@@ -50,26 +49,8 @@ func TestReplaceSegmentCrashAtEveryStep(t *testing.T) {
 	var sawOld, sawNew bool
 	for step := 1; ; step++ {
 		mem := vfs.NewMem()
-		// The log's group-commit goroutine syncs the active segment concurrently with ReplaceSegment, and
-		// its operations pass through the same hook, so the counters are shared under mu.
-		var mu sync.Mutex
-		counting, n := false, 0
-		var clone *vfs.MemFS
-		efs := vfs.NewErrorFS(mem, func(op, name string) error {
-			mu.Lock()
-			defer mu.Unlock()
-			if counting {
-				if n++; n == step {
-					clone = mem.CrashClone()
-				}
-			}
-			return nil
-		})
-		setCounting := func(on bool) {
-			mu.Lock()
-			counting = on
-			mu.Unlock()
-		}
+		cp := &crashPoint{mem: mem, step: step}
+		efs := cp.fs()
 		l := openLog(t, "/d/t-0", Options{FS: efs, SegmentBytes: 2000, IndexIntervalBytes: 256})
 		var m model
 		for i := range 30 {
@@ -83,14 +64,13 @@ func TestReplaceSegmentCrashAtEveryStep(t *testing.T) {
 		old, rest := readRange(t, l, 0, s0.End), readRange(t, l, s0.End, l.End())
 		neu := cleanedCopy(t, &m, s0)
 		held, _ := l.Read(0, 1<<30, s0.End)
-		setCounting(true)
+		cp.count(true)
 		if err := replaceWith(l, s0.Base, neu); err != nil {
 			t.Fatal(err)
 		}
-		setCounting(false)
-		mu.Lock()
-		done := clone == nil
-		mu.Unlock() // every operation passed: crash after the return
+		cp.count(false)
+		clone := cp.taken()
+		done := clone == nil // every operation passed: crash after the return
 		if done {
 			clone = mem.CrashClone()
 		}

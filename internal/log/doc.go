@@ -61,6 +61,16 @@
 // naming the offset and byte position. Anywhere else Open returns a *CorruptionError (ErrCorruption) naming the
 // file and position: corruption in the middle of the log is reported, never silently dropped or renumbered.
 //
+// # Raft logs
+//
+// With Options.Raft the log is also one raft group's log (internal/replica): every batch is a raft entry, its
+// partitionLeaderEpoch the raft term; internal batches (batch.NewInternal: raft's own entries) take no Kafka
+// offset and Read never serves them; each segment has a <base>.raft file with its first raft index; a sparse
+// raft-index → position index and a leader-epoch cache (Epochs: term, first raft index, first offset) are
+// rebuilt by recovery. RaftTerm, RaftOffset, ReadRaft, TruncateToIndex and SyncData serve raft.Storage.
+// TruncateTo (both kinds of log) removes an uncommitted suffix. See raft.go. Without the option nothing of
+// this is on disk and Append, Read and recovery check batches as before.
+//
 // # File descriptors
 //
 // Segment files are opened through a FileCache (Options.Files, one per broker) that closes idle descriptors,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/kawa-broker/kawa/internal/batch"
@@ -177,4 +178,43 @@ func writeFileAt(t testing.TB, fs vfs.FS, name string, p []byte, off int64) {
 
 func segPath(dir string, base int64, suffix string) string {
 	return segmentName(dir, base, suffix)
+}
+
+// crashPoint serves crash-at-every-step tests: while counting, the step-th file operation through fs first
+// takes mem's crash clone (what a power cut just before it would leave). The log's own goroutines go through
+// the same hook, hence the mutex.
+type crashPoint struct {
+	mem  *vfs.MemFS
+	step int
+
+	mu       sync.Mutex
+	counting bool
+	n        int
+	clone    *vfs.MemFS
+}
+
+func (c *crashPoint) fs() vfs.FS {
+	return vfs.NewErrorFS(c.mem, func(op, name string) error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.counting {
+			if c.n++; c.n == c.step {
+				c.clone = c.mem.CrashClone()
+			}
+		}
+		return nil
+	})
+}
+
+func (c *crashPoint) count(on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.counting = on
+}
+
+// taken returns the clone taken at the step, nil if the operations counted were fewer.
+func (c *crashPoint) taken() *vfs.MemFS {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.clone
 }

@@ -31,14 +31,34 @@ func appendTimeEntry(idx []byte, ts int64, rel uint32) []byte {
 
 // lookupPos returns the position of the last indexed batch whose base offset is <= segmentBase+rel, or 0.
 func lookupPos(idx []byte, rel uint32) int64 {
+	_, pos := lookupEntry(idx, rel)
+	return pos
+}
+
+// lookupEntry returns the last entry (relative value, position) of an offset or raft index whose value is
+// <= rel, or (0, 0): the implicit entry for the segment's first batch.
+func lookupEntry(idx []byte, rel uint32) (uint32, int64) {
 	n := len(idx) / offEntryLen
 	i := sort.Search(n, func(i int) bool {
 		return binary.BigEndian.Uint32(idx[i*offEntryLen:]) > rel
 	}) - 1
 	if i < 0 {
-		return 0
+		return 0, 0
 	}
-	return int64(binary.BigEndian.Uint32(idx[i*offEntryLen+4:]))
+	return binary.BigEndian.Uint32(idx[i*offEntryLen:]), int64(binary.BigEndian.Uint32(idx[i*offEntryLen+4:]))
+}
+
+// lookupAtPos returns the last entry of idx whose position is <= pos, or (0, 0). Positions grow with the
+// values, so the entries are sorted by both.
+func lookupAtPos(idx []byte, pos int64) (uint32, int64) {
+	n := len(idx) / offEntryLen
+	i := sort.Search(n, func(i int) bool {
+		return int64(binary.BigEndian.Uint32(idx[i*offEntryLen+4:])) > pos
+	}) - 1
+	if i < 0 {
+		return 0, 0
+	}
+	return binary.BigEndian.Uint32(idx[i*offEntryLen:]), int64(binary.BigEndian.Uint32(idx[i*offEntryLen+4:]))
 }
 
 // lookupTime returns the relative offset of the last time entry whose timestamp is < ts (every batch below it is

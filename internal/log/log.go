@@ -37,6 +37,8 @@ type Log struct {
 
 	unflushed int64 // records appended since the last FlushMessages fsync (under wmu)
 
+	epochs []EpochRun // (mu) Options.Raft: the leader-epoch cache; changed by the writer only
+
 	start  atomic.Int64 // log start offset; changed under mu
 	end    atomic.Int64 // log end offset; changed under mu by the writer
 	closed atomic.Bool
@@ -88,8 +90,12 @@ func Open(dir string, o Options) (*Log, error) {
 // error (errors.Is syscall.ENOSPC) goes to that Append and appends resume by themselves when space is freed.
 // NB: this is not the fsync-failure case (fsyncgate): no fsync failed and the bytes that did land were cut
 // from the file, so nothing the log reports as written or durable was dropped by the kernel.
+//
+// With Options.Raft, b is one raft entry: a Kafka batch or an internal batch (batch.NewInternal, which takes
+// no offset), at raft index RaftEnd(), whose partitionLeaderEpoch is its raft term; a term below the last
+// batch's is refused (ErrTerm) without harm.
 func (l *Log) Append(b []byte) (base int64, err error) {
-	h, err := parseHeader(b)
+	h, err := l.parse(b)
 	if err == nil && int64(len(b)) != int64(h.Size()) {
 		err = fmt.Errorf("buffer of %d bytes holds a batch of %d", len(b), int64(h.Size()))
 	}
@@ -103,6 +109,11 @@ func (l *Log) Append(b []byte) (base int64, err error) {
 	}
 	if err := l.commit.sticky(); err != nil {
 		return 0, err
+	}
+	if l.o.Raft {
+		if err := l.checkTerm(h); err != nil {
+			return 0, err
+		}
 	}
 	s := l.active
 	if l.shouldRoll(s, h, len(b)) {
@@ -128,6 +139,9 @@ func (l *Log) Append(b []byte) (base int64, err error) {
 	}
 	s.alloc = max(s.alloc, pos+int64(len(b)))
 	l.mu.Lock()
+	if s.r != nil {
+		l.noteEpochLocked(h, s.r.end)
+	}
 	s.noteBatch(pos, h, int64(l.o.IndexIntervalBytes))
 	l.size += int64(h.Size())
 	l.commit.appended.Add(int64(h.Size()))
@@ -151,9 +165,10 @@ func (l *Log) Append(b []byte) (base int64, err error) {
 	return h.BaseOffset, nil
 }
 
-// shouldRoll reports whether the next batch must start a new segment. An empty segment always takes it.
+// shouldRoll reports whether the next batch must start a new segment. An empty segment always takes it, and
+// so does one holding only internal batches (the next segment's name, its base offset, would be the same).
 func (l *Log) shouldRoll(s *segment, h batch.Header, n int) bool {
-	if s.size == 0 {
+	if s.size == 0 || s.end == s.base {
 		return false
 	}
 	segBytes := l.segmentBytes.Load()
@@ -179,7 +194,7 @@ func (l *Log) roll() error {
 		return l.failUnlessOpen(err)
 	}
 	l.commit.noteFsynced(old.end, l.commit.appended.Load(), l.o.Fsync)
-	s, err := createSegment(l.fs, l.files, l.dir, l.end.Load())
+	s, err := l.newSegmentFiles(l.end.Load(), old.r)
 	if err != nil {
 		return l.failUnlessOpen(err)
 	}
@@ -193,6 +208,29 @@ func (l *Log) roll() error {
 	l.mu.Unlock()
 	l.logger.Debug("log: rolled segment", "dir", l.dir, "base", s.base)
 	return nil
+}
+
+// newSegmentFiles creates the files of a new segment at base; in a raft log, first its .raft file (durably:
+// the .log file must never exist without it), holding the raft index after prev (or 1 for the first segment).
+// The caller syncs the directory.
+func (l *Log) newSegmentFiles(base int64, prev *raftSeg) (*segment, error) {
+	var r *raftSeg
+	if l.o.Raft {
+		r = &raftSeg{base: 1}
+		if prev != nil {
+			r.base = prev.end
+		}
+		r.end = r.base
+		if err := writeChecked(l.fs, segmentName(l.dir, base, raftSuffix), "raft index", int64(r.base)); err != nil {
+			return nil, err
+		}
+	}
+	s, err := createSegment(l.fs, l.files, l.dir, base)
+	if err != nil {
+		return nil, err
+	}
+	s.r = r
+	return s, nil
 }
 
 // failUnlessOpen makes err sticky unless it leaves data and state as they were, so the operation can simply

@@ -100,6 +100,15 @@ type Options struct {
 	// OnSwapStep, when set, is called by ReplaceSegment after each step of a segment swap with the step's name
 	// (SwapSteps, in order), on the cleaner's goroutine; crash tests kill the process or cut the power there.
 	OnSwapStep func(step string)
+	// Raft opens the log as one raft group's log (internal/replica; see raft.go for the format): every batch
+	// is a raft entry with its term as partitionLeaderEpoch, internal batches (batch.NewInternal) may be
+	// appended, each segment gets a <base>.raft file, and the raft methods (RaftStart, RaftEnd, RaftTerm,
+	// RaftOffset, ReadRaft, TruncateToIndex, Epochs) work. Raft's durability is SyncData; Fsync applies to
+	// Kafka offsets as before. ReplaceSegment (compaction) is refused; retention moves RaftStart, which raft
+	// can follow only with snapshots (not yet), so a raft log should run with RetentionMs -1. A log written
+	// with Raft must be opened with it and the other way round (Open refuses the mix), so a log opened
+	// without it keeps today's format, checks and speed.
+	Raft bool
 }
 
 // SwapSteps names the steps of ReplaceSegment's write-new-then-swap, in order, as OnSwapStep reports them:

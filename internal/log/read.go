@@ -56,7 +56,7 @@ func (l *Log) Read(offset int64, maxBytes int, upTo int64) (ReadResult, error) {
 	if err != nil || len(views) == 0 {
 		return ReadResult{FirstOffset: offset, NextOffset: offset}, err
 	}
-	sc := scanner{buf: make([]byte, 4096)}
+	sc := scanner{buf: make([]byte, 4096), raft: l.o.Raft}
 	res := ReadResult{FirstOffset: offset, NextOffset: offset}
 	var total int64
 	for _, v := range views {
@@ -68,6 +68,9 @@ func (l *Log) Read(offset int64, maxBytes int, upTo int64) (ReadResult, error) {
 			}
 			switch {
 			case h.LastOffset() < offset: // before the batch holding offset
+				pos += int64(h.Size())
+				continue
+			case sc.raft && h.Internal(): // raft's own entry: never served, the range splits around it
 				pos += int64(h.Size())
 				continue
 			case h.LastOffset() >= upTo:
@@ -159,6 +162,7 @@ func (l *Log) ReadInto(buf []byte, r ReadResult) error {
 // reads and large batches are skipped without reading their records.
 type scanner struct {
 	f      vfs.File
+	raft   bool  // the log's Options.Raft: internal batches are valid (batch.Header.CheckRaft)
 	limit  int64 // the segment size snapshot; nothing past it is read
 	buf    []byte
 	bufPos int64
@@ -193,7 +197,12 @@ func (sc *scanner) header(pos int64) (batch.Header, error) {
 		sc.bufPos, sc.n = pos, n
 	}
 	off := pos - sc.bufPos
-	h, err := parseHeader(sc.buf[off : off+batch.HeaderSize])
+	h, err := batch.ParseHeader(sc.buf[off : off+batch.HeaderSize])
+	if err == nil && sc.raft {
+		err = h.CheckRaft()
+	} else if err == nil {
+		err = h.Check()
+	}
 	if err != nil {
 		return h, sc.corrupt(pos, err.Error())
 	}
@@ -213,15 +222,14 @@ func (sc *scanner) corrupt(pos int64, reason string) error {
 func (l *Log) OffsetForTime(ts int64) (offset int64, ok bool) {
 	start := l.Start()
 	for _, v := range l.timeViews(ts) {
-		var sc scanner
-		sc.buf = make([]byte, 4096)
+		sc := scanner{buf: make([]byte, 4096), raft: l.o.Raft}
 		sc.reset(v.s.log, v.size)
 		for pos := v.pos; pos < v.size; {
 			h, err := sc.header(pos)
 			if err != nil {
 				return -1, false
 			}
-			if h.MaxTimestamp >= ts && h.LastOffset() >= start {
+			if h.MaxTimestamp >= ts && h.LastOffset() >= start && !(sc.raft && h.Internal()) {
 				return max(h.BaseOffset, start), true
 			}
 			pos += int64(h.Size())

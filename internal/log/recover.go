@@ -78,6 +78,15 @@ func (l *Log) listSegments() ([]int64, error) {
 			bases = append(bases, base)
 			continue
 		}
+		if stray, err := l.raftFile(name, logs); err != nil || stray {
+			if err == nil {
+				err = l.fs.Remove(filepath.Join(l.dir, name))
+			}
+			if err != nil {
+				return nil, fmt.Errorf("log: %s: %w", name, err)
+			}
+			continue
+		}
 		base, isIdx := parseSegmentName(name, indexSuffix)
 		if !isIdx {
 			base, isIdx = parseSegmentName(name, timeIndexSuffix)
@@ -92,6 +101,21 @@ func (l *Log) listSegments() ([]int64, error) {
 	}
 	slices.Sort(bases)
 	return bases, nil
+}
+
+// raftFile reports whether name is a raft file to remove: a <base>.raft without its .log (a roll interrupted
+// between the two) or a leftover temporary one. Without Options.Raft any <base>.raft is an error: the
+// directory holds a raft log, whose internal batches a Kafka log would take for a torn tail.
+func (l *Log) raftFile(name string, logs map[int64]bool) (stray bool, err error) {
+	tmp := strings.HasSuffix(name, raftSuffix+vfs.TempSuffix)
+	base, ok := parseSegmentName(strings.TrimSuffix(name, vfs.TempSuffix), raftSuffix)
+	switch {
+	case !ok:
+		return false, nil
+	case !l.o.Raft:
+		return false, fmt.Errorf("%w: %s holds a raft log; open it with Options.Raft", ErrNotRaft, l.dir)
+	}
+	return tmp || !logs[base], nil
 }
 
 // dropBelowStart deletes segments whose successor starts at or below the log start offset: they hold only
@@ -130,7 +154,13 @@ func (l *Log) recoverSegment(base int64, last bool) (*segment, error) {
 		return nil, &CorruptionError{File: s.log.Name(), Pos: 0, Offset: l.segs[n-1].end,
 			Reason: fmt.Sprintf("segment base offset %d does not continue the previous segment, which ends at %d", base, l.segs[n-1].end)}
 	}
-	bad, zeroTail, err := l.scanSegment(s)
+	if l.o.Raft {
+		if err := l.recoverRaftBase(s); err != nil {
+			s.close()
+			return nil, err
+		}
+	}
+	bad, zeroTail, err := l.scanSegment(s, l.o.Raft)
 	switch {
 	case err != nil:
 	case zeroTail:
@@ -151,11 +181,32 @@ func (l *Log) recoverSegment(base int64, last bool) (*segment, error) {
 	return s, nil
 }
 
-// scanSegment reads the segment's batches in order, feeding noteBatch. It returns the first bad batch (nil if
-// the whole file is valid) or an I/O error; zeroTail reports instead that the file ends, from the first
-// position that is not a valid batch, in zeros only (preallocated space: an all-zero batch header is never a
-// batch, since its magic is 0).
-func (l *Log) scanSegment(s *segment) (bad *CorruptionError, zeroTail bool, err error) {
+// recoverRaftBase reads the raft index of s's first batch from its .raft file; it must continue the previous
+// segment's raft indexes.
+func (l *Log) recoverRaftBase(s *segment) error {
+	name := segmentName(l.dir, s.base, raftSuffix)
+	v, found, err := readChecked(l.fs, name, "raft index")
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return &CorruptionError{File: name, Pos: -1, Offset: s.base, Reason: "missing: every segment of a raft log has one"}
+	case v < 1:
+		return &CorruptionError{File: name, Pos: 0, Offset: s.base, Reason: fmt.Sprintf("raft index %d, the first is 1", v)}
+	}
+	s.r = &raftSeg{base: uint64(v), end: uint64(v)}
+	if n := len(l.segs); n > 0 && l.segs[n-1].r.end != s.r.base {
+		return &CorruptionError{File: name, Pos: 0, Offset: s.base,
+			Reason: fmt.Sprintf("segment's first raft index %d does not continue the previous segment, which ends at %d", s.r.base, l.segs[n-1].r.end)}
+	}
+	return nil
+}
+
+// scanSegment reads the segment's batches in order, feeding noteBatch (and, with epochs, the leader-epoch
+// cache, checking that terms never decrease). It returns the first bad batch (nil if the whole file is valid)
+// or an I/O error; zeroTail reports instead that the file ends, from the first position that is not a valid
+// batch, in zeros only (preallocated space: an all-zero batch header is never a batch, since its magic is 0).
+func (l *Log) scanSegment(s *segment, epochs bool) (bad *CorruptionError, zeroTail bool, err error) {
 	st, err := s.log.Stat()
 	if err != nil {
 		return nil, false, fmt.Errorf("log: stat %s: %w", s.log.Name(), err)
@@ -186,7 +237,10 @@ func (l *Log) scanSegment(s *segment) (bad *CorruptionError, zeroTail bool, err 
 		if fileSize-pos < batch.HeaderSize {
 			return bad(fmt.Sprintf("%d trailing bytes, less than a batch header", fileSize-pos))
 		}
-		h, herr := parseHeader(hb)
+		h, herr := l.parse(hb)
+		if herr == nil && epochs {
+			herr = l.checkTerm(h)
+		}
 		switch {
 		case herr != nil:
 			return bad(herr.Error())
@@ -213,6 +267,9 @@ func (l *Log) scanSegment(s *segment) (bad *CorruptionError, zeroTail bool, err 
 		}
 		if int64(h.Size()) <= int64(r.Size()) {
 			r.Discard(int(int64(h.Size())))
+		}
+		if epochs {
+			l.noteEpochLocked(h, s.r.end)
 		}
 		s.noteBatch(pos, h, interval)
 		pos += int64(h.Size())
@@ -324,7 +381,7 @@ func rewriteFile(f vfs.File, data []byte) error {
 
 // startFresh creates the first segment of an empty log at offset start.
 func (l *Log) startFresh(start int64) error {
-	s, err := createSegment(l.fs, l.files, l.dir, start)
+	s, err := l.newSegmentFiles(start, nil)
 	if err != nil {
 		return err
 	}
@@ -340,6 +397,11 @@ func (l *Log) startFresh(start int64) error {
 
 // truncateFullyAndStartAt removes every segment and starts an empty log at start.
 func (l *Log) truncateFullyAndStartAt(start int64) error {
+	if l.o.Raft {
+		// The raft index to start at is not known: retention and DeleteRecords on raft logs wait for snapshots.
+		return &CorruptionError{File: filepath.Join(l.dir, startFile), Pos: 0, Offset: start,
+			Reason: "raft log: log start offset beyond the recovered log end"}
+	}
 	for _, s := range l.segs {
 		s.close()
 		if err := removeSegmentFiles(l.fs, l.dir, s.base); err != nil {

@@ -19,6 +19,7 @@ const (
 	logSuffix       = ".log"
 	indexSuffix     = ".index"
 	timeIndexSuffix = ".timeindex"
+	raftSuffix      = ".raft" // Options.Raft only: the raft index of the segment's first batch (startfile.go)
 )
 
 func segmentName(dir string, base int64, suffix string) string {
@@ -58,6 +59,8 @@ type segment struct {
 	alloc         int64 // (w) size of the .log file: size, or more when preallocated (Options.Preallocate)
 	noPrealloc    bool  // (w) a reservation failed (no space): append without preallocating from now on
 	timeFlushed   int   // (w) bytes of timeIdx written to the .timeindex file
+
+	r *raftSeg // raft indexes (Options.Raft), nil otherwise
 }
 
 func newSegment(base int64) *segment {
@@ -96,6 +99,16 @@ func openSegmentFiles(fs vfs.FS, fc *FileCache, dir string, base int64, logFlag 
 // It is the only place index entries are decided, so recovery rebuilds exactly what Append wrote.
 // The caller holds Log.mu (or owns the segment exclusively, during recovery).
 func (s *segment) noteBatch(pos int64, h batch.Header, interval int64) {
+	if s.r != nil {
+		s.r.note(pos, h, interval)
+		if h.Internal() {
+			// No Kafka offset and no timestamp: kept out of the offset and time indexes and the segment's
+			// timestamps; its bytes still count towards the next offset index entry.
+			s.sinceIndex += int64(h.Size())
+			s.size = pos + int64(h.Size())
+			return
+		}
+	}
 	if s.sinceIndex >= interval {
 		rel := uint32(h.BaseOffset - s.base)
 		s.offIdx = appendOffEntry(s.offIdx, rel, uint32(pos))
@@ -114,6 +127,14 @@ func (s *segment) noteBatch(pos int64, h batch.Header, interval int64) {
 	}
 	s.size = pos + int64(h.Size())
 	s.end = h.LastOffset() + 1
+}
+
+// adopt takes the contents (sizes, indexes, timestamps, raft indexes) of ns, a rescan or rewrite of the same
+// segment; the files stay s's. The caller holds Log.mu.
+func (s *segment) adopt(ns *segment) {
+	s.created, s.size, s.end, s.offIdx, s.timeIdx = ns.created, ns.size, ns.end, ns.offIdx, ns.timeIdx
+	s.maxTs, s.maxTsAt, s.firstTs, s.sinceIndex, s.lastIndexedTs = ns.maxTs, ns.maxTsAt, ns.firstTs, ns.sinceIndex, ns.lastIndexedTs
+	s.offFlushed, s.timeFlushed, s.alloc, s.r = ns.offFlushed, ns.timeFlushed, ns.alloc, ns.r
 }
 
 // preallocate makes sure the .log file reaches at least need bytes, reserving the next step ahead of it when
@@ -198,7 +219,7 @@ func (s *segment) close() error {
 // removeSegmentFiles unlinks a segment's files; open handles stay readable. The caller syncs the directory.
 func removeSegmentFiles(fs vfs.FS, dir string, base int64) error {
 	var errs []error
-	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, raftSuffix} {
 		if err := fs.Remove(segmentName(dir, base, suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}

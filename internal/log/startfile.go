@@ -12,11 +12,13 @@ import (
 	"github.com/kawa-broker/kawa/internal/vfs"
 )
 
-// The log-start-offset file holds the log start offset raised by DeleteRecords or retention:
+// The log-start-offset file holds the log start offset raised by DeleteRecords or retention, and a raft log's
+// <base>.raft file the raft index of its segment's first batch (Options.Raft), both as one checked number:
 //
-//	version uint16 (1) | log start offset int64 | CRC-32C of the preceding 10 bytes uint32   (big-endian)
+//	version uint16 (1) | value int64 | CRC-32C of the preceding 10 bytes uint32   (big-endian)
 //
-// It is replaced by vfs.WriteFileAtomic (write-temp, fsync, rename, fsync-dir), so it is always whole; a bad checksum is corruption.
+// Both are written by vfs.WriteFileAtomic (write-temp, fsync, rename, fsync-dir), so they are always whole; a
+// bad checksum is corruption.
 const (
 	startFile        = "log-start-offset"
 	startFileVersion = 1
@@ -25,7 +27,12 @@ const (
 
 // readStart returns the persisted log start offset; found is false when there is no file.
 func readStart(fs vfs.FS, dir string) (start int64, found bool, err error) {
-	name := filepath.Join(dir, startFile)
+	return readChecked(fs, filepath.Join(dir, startFile), "log start offset")
+}
+
+// readChecked reads a checked-number file (above); found is false when there is no file. what names the
+// number in errors.
+func readChecked(fs vfs.FS, name, what string) (v int64, found bool, err error) {
 	f, err := fs.OpenFile(name, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, false, nil
@@ -51,20 +58,25 @@ func readStart(fs vfs.FS, dir string) (start int64, found bool, err error) {
 	if batch.Checksum(buf[:10]) != binary.BigEndian.Uint32(buf[10:]) {
 		return bad("checksum mismatch")
 	}
-	start = int64(binary.BigEndian.Uint64(buf[2:]))
-	if start < 0 {
-		return bad(fmt.Sprintf("negative log start offset %d", start))
+	v = int64(binary.BigEndian.Uint64(buf[2:]))
+	if v < 0 {
+		return bad(fmt.Sprintf("negative %s %d", what, v))
 	}
-	return start, true, nil
+	return v, true, nil
 }
 
 // writeStart durably replaces the log-start-offset file.
 func writeStart(fs vfs.FS, dir string, start int64) error {
+	return writeChecked(fs, filepath.Join(dir, startFile), "log start offset", start)
+}
+
+// writeChecked durably replaces a checked-number file (above) with v.
+func writeChecked(fs vfs.FS, name, what string, v int64) error {
 	buf := binary.BigEndian.AppendUint16(nil, startFileVersion)
-	buf = binary.BigEndian.AppendUint64(buf, uint64(start))
+	buf = binary.BigEndian.AppendUint64(buf, uint64(v))
 	buf = binary.BigEndian.AppendUint32(buf, batch.Checksum(buf))
-	if err := vfs.WriteFileAtomic(fs, filepath.Join(dir, startFile), buf); err != nil {
-		return fmt.Errorf("log: persist log start offset %d: %w", start, err)
+	if err := vfs.WriteFileAtomic(fs, name, buf); err != nil {
+		return fmt.Errorf("log: persist %s %d: %w", what, v, err)
 	}
 	return nil
 }

@@ -85,5 +85,15 @@
 //     Header.Check, recovery's offset-continuity check and Read's ranges to know them. Deciding between the
 //     two is the first step of item 1.
 //
+// Decided: internal batches inside the segments (internal/log Options.Raft), not a side file. The reason is
+// the crash argument above: one file has one order, so after any crash the raft log is a prefix of what was
+// written, and raft's (index, term) matching can never be fooled by a data batch sliding onto a lost raft
+// entry's index. A side file would need its own fsync ordering against the log on both append and
+// truncation and a recovery that reconciles two files; in the segments the recovery scan that checks CRCs
+// already rebuilds everything. The cost is that internal/log knows one more batch shape (attribute bit 14,
+// lastOffsetDelta -1, no records), checked only in a log opened with Options.Raft. Each segment's first raft
+// index sits in a <base>.raft file written durably before the segment's .log exists (the one piece of raft
+// state a scan of the batches cannot give, once retention removes older segments).
+//
 // Open questions:
 package replica
