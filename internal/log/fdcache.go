@@ -273,6 +273,11 @@ func (lf *lazyFile) Preallocate(size int64) error {
 	return lf.with(func(f vfs.File) error { return vfs.Preallocate(f, size) })
 }
 
+// PreallocateZeros is vfs.PreallocateZeros on the underlying descriptor.
+func (lf *lazyFile) PreallocateZeros(size int64) error {
+	return lf.with(func(f vfs.File) error { return vfs.PreallocateZeros(f, size) })
+}
+
 func (lf *lazyFile) Truncate(size int64) error {
 	return lf.with(func(f vfs.File) error { return f.Truncate(size) })
 }

@@ -36,6 +36,10 @@ type Log struct {
 	doomed []doomedSeg  // deleted segments whose files stay open for readers until the delay passes
 
 	unflushed int64 // records appended since the last FlushMessages fsync (under wmu)
+	// The commit counters at the last preallocation step, and whether it was written zeros (zeroStep;
+	// under wmu).
+	stepFsyncs, stepFsynced int64
+	smallFsyncs             bool
 
 	epochs []EpochRun // (mu) Options.Raft: the leader-epoch cache; changed by the writer only
 
@@ -55,7 +59,8 @@ type Log struct {
 // NB: recovery reads every segment in full, so Open costs one sequential read of the partition.
 func Open(dir string, o Options) (*Log, error) {
 	o = o.withDefaults()
-	l := &Log{dir: dir, fs: o.FS, files: o.Files, o: o, logger: o.Logger}
+	// No fsync history yet: the first step (64 KiB) is written zeros.
+	l := &Log{dir: dir, fs: o.FS, files: o.Files, o: o, logger: o.Logger, smallFsyncs: true}
 	l.segmentBytes.Store(o.SegmentBytes)
 	l.retentionMs.Store(o.RetentionMs)
 	l.retentionBytes.Store(o.RetentionBytes)
@@ -77,6 +82,22 @@ func Open(dir string, o Options) (*Log, error) {
 		go l.notifyLoop()
 	}
 	return l, nil
+}
+
+// zeroStep reports whether the next preallocation step should be written zeros (see smallFsyncBytes): with
+// FsyncAlways, when the fsyncs since the previous step averaged fewer than smallFsyncBytes, or, with none
+// since (no history, or a step consumed within one fsync), as the previous step decided. Writer only.
+func (l *Log) zeroStep() bool {
+	if l.o.Fsync != FsyncAlways {
+		return false
+	}
+	c := &l.commit
+	fsyncs, fsynced := c.fsyncs.Load(), c.fsyncedSize.Load()
+	if n := fsyncs - l.stepFsyncs; n > 0 {
+		l.smallFsyncs = (fsynced-l.stepFsynced)/n < smallFsyncBytes
+	}
+	l.stepFsyncs, l.stepFsynced = fsyncs, fsynced
+	return l.smallFsyncs
 }
 
 // Append writes one whole record batch (v2, already validated by the caller) at the end of the log and returns
@@ -125,8 +146,8 @@ func (l *Log) Append(b []byte) (base int64, err error) {
 	h.BaseOffset = l.end.Load()
 	batch.SetBaseOffset(b, h.BaseOffset)
 	pos := s.size
-	if l.o.Preallocate {
-		s.preallocate(pos+int64(len(b)), min(l.segmentBytes.Load(), maxSegmentBytes))
+	if need := pos + int64(len(b)); l.o.Preallocate && need > s.alloc {
+		s.preallocate(need, min(l.segmentBytes.Load(), maxSegmentBytes), l.zeroStep())
 	}
 	if _, err := s.log.WriteAt(b, pos); isOpenError(err) {
 		return 0, err // nothing was written

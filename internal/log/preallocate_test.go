@@ -22,7 +22,7 @@ func fileSize(t testing.TB, fs vfs.FS, name string) int64 {
 	return st.Size()
 }
 
-// TestPreallocateRealFile: on real files the active segment is reserved ahead of the writes with fallocate
+// TestPreallocateRealFile: on real files the active segment is reserved ahead of the writes with written zeros
 // (the file is larger than its batches, the extra bytes are zeros and have blocks), in steps that grow with the
 // segment, never past segment.bytes; a rolled segment and, on Close, the active one are trimmed to exactly
 // their batches; a reopened log holds everything.
@@ -46,8 +46,7 @@ func TestPreallocateRealFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// fallocate reserved the blocks (a sparse ftruncate would leave them unallocated); file systems without
-	// fallocate take the ftruncate fallback, which this machine's ext4 does not need.
+	// The zeros were written, so they have blocks (a sparse ftruncate would leave them unallocated).
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Blocks*512 < st.Size() {
 		var sfs syscall.Statfs_t
 		if syscall.Statfs(dir, &sfs) == nil && sfs.Type == 0xef53 { // EXT4_SUPER_MAGIC
@@ -225,3 +224,35 @@ func TestReplaceSegmentNotPreallocated(t *testing.T) {
 }
 
 func newTextLogger(w *bytes.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+// TestZeroStepFollowsFsyncSize: with FsyncAlways a preallocation step is written zeros while the fsyncs since
+// the previous step averaged under smallFsyncBytes (and at first, with no history), fallocate once they are
+// larger, unchanged when no fsync ran since; with the other policies it is always fallocate.
+func TestZeroStepFollowsFsyncSize(t *testing.T) {
+	t.Parallel()
+	l := openLog(t, "/p", Options{FS: vfs.NewMem(), Preallocate: true})
+	c := &l.commit
+	// The counters as the sync goroutine leaves them; no append runs here, so it never fsyncs.
+	fsyncs := func(n, bytesEach int64) { c.fsyncs.Add(n); c.fsyncedSize.Add(n * bytesEach) }
+	steps := []struct {
+		n, bytesEach int64
+		want         bool
+	}{
+		{0, 0, true},                    // no history yet
+		{900, 1100, true},               // W1: one 1.1 KB batch per fsync
+		{3, 4 << 20, false},             // group commit of 4 MiB per fsync
+		{0, 0, false},                   // a step consumed within one fsync: as before
+		{20, smallFsyncBytes - 1, true}, // just under the threshold
+		{20, smallFsyncBytes, false},
+	}
+	for i, s := range steps {
+		fsyncs(s.n, s.bytesEach)
+		if got := l.zeroStep(); got != s.want {
+			t.Errorf("step %d after %d fsyncs of %d bytes: zeros %v, want %v", i, s.n, s.bytesEach, got, s.want)
+		}
+	}
+	never := openLog(t, "/q", Options{FS: vfs.NewMem(), Preallocate: true, Fsync: FsyncNever})
+	if never.zeroStep() {
+		t.Error("FsyncNever preallocates with zeros")
+	}
+}

@@ -141,16 +141,25 @@ func (s *segment) adopt(ns *segment) {
 // it does not (see Options.Preallocate): the step doubles with the segment's size, from minPreallocStep to
 // maxPreallocStep, and never takes the file past limit (the roll size). A failed reservation is not an error:
 // the file is cut back to its batches and the segment appends without preallocation, as before (a full disk
-// then fails the write itself, which Append handles). Writer only.
-func (s *segment) preallocate(need, limit int64) {
+// then fails the write itself, which Append handles). zeros writes the step as zeros (at most maxZeroStep)
+// instead of reserving it with fallocate. Writer only.
+func (s *segment) preallocate(need, limit int64, zeros bool) {
 	if s.noPrealloc || need <= s.alloc {
 		return
 	}
-	target := min(need+min(max(s.size, minPreallocStep), maxPreallocStep), limit)
+	step := min(max(s.size, minPreallocStep), maxPreallocStep)
+	if zeros {
+		step = min(step, maxZeroStep)
+	}
+	target := min(need+step, limit)
 	if target <= need {
 		return // the batch fills the segment: nothing to reserve beyond it
 	}
-	if err := s.log.Preallocate(target); err != nil {
+	reserve := s.log.Preallocate
+	if zeros {
+		reserve = s.log.PreallocateZeros
+	}
+	if err := reserve(target); err != nil {
 		s.noPrealloc = true
 		if s.log.Truncate(s.size) == nil {
 			s.alloc = s.size

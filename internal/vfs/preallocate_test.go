@@ -12,6 +12,16 @@ import (
 // extension survives a crash once synced, and not before.
 func TestPreallocate(t *testing.T) {
 	t.Parallel()
+	testPreallocate(t, Preallocate)
+}
+
+// TestPreallocateZeros: PreallocateZeros keeps Preallocate's contract.
+func TestPreallocateZeros(t *testing.T) {
+	t.Parallel()
+	testPreallocate(t, PreallocateZeros)
+}
+
+func testPreallocate(t *testing.T, prealloc func(File, int64) error) {
 	mem := NewMem()
 	for name, fs := range map[string]FS{"os": OS, "mem": mem} {
 		t.Run(name, func(t *testing.T) {
@@ -29,10 +39,10 @@ func TestPreallocate(t *testing.T) {
 			if _, err := f.WriteAt([]byte("abc"), 0); err != nil {
 				t.Fatal(err)
 			}
-			if err := Preallocate(f, 10000); err != nil {
+			if err := prealloc(f, 10000); err != nil {
 				t.Fatal(err)
 			}
-			if err := Preallocate(f, 100); err != nil {
+			if err := prealloc(f, 100); err != nil {
 				t.Fatal(err)
 			}
 			st, err := f.Stat()
@@ -59,7 +69,7 @@ func TestPreallocate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := Preallocate(f, 4096); err != nil {
+	if err := prealloc(f, 4096); err != nil {
 		t.Fatal(err)
 	}
 	if st, err := mem.CrashClone().Stat("/d/g"); err != nil || st.Size() != 0 {
