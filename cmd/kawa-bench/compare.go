@@ -46,6 +46,9 @@ type workload struct {
 	txnEvery   time.Duration // commit every interval (0: no transactions by time)
 	dupCheck   bool          // key records by producer and sequence, then read the log back and count duplicates
 	kafkaOnly  bool
+	// W5: an exactly-once pipeline (pipeline.go) fed at rate records/s;
+	// its transform stage commits every txnRecords records or txnEvery.
+	pipeline bool
 	// Records each producer buffers before Produce blocks (0: kgo's
 	// 50,000). W4 caps every cell alike at 1 MiB, as `kawa-bench txn`
 	// does, so a transaction's closing Flush is short and it lasts about
@@ -216,7 +219,19 @@ func fullWorkloads() []workload {
 	}
 	ws = append(ws, workload{name: "W2-8p-8prod", partitions: 8, producers: 8, recordSize: 1024, warmup: warm, duration: dur})
 	ws = append(ws, workload{name: "W7-fetch", fetch: true, partitions: 1, recordSize: 1024, backlog: 1 << 30})
-	return append(ws, semanticWorkloads(warm, dur)...)
+	ws = append(ws, semanticWorkloads(warm, dur)...)
+	return append(ws, pipelineWorkload(warm, dur))
+}
+
+// pipelineWorkload is W5, in --full (alone: --full --only W5): the
+// exactly-once pipeline of pipeline.go with 1 KiB records fed at a fixed
+// 5,000 records/s into 4 partitions (the same rate on every system, so the
+// end-to-end latencies compare at equal load), the transform stage
+// committing every 1,000 records or 100 ms, whichever comes first. Kafka
+// systems only: NATS JetStream has no transactions.
+func pipelineWorkload(warm, dur time.Duration) workload {
+	return workload{name: "W5", pipeline: true, partitions: 4, producers: 1, recordSize: 1024, rate: 5000,
+		txnRecords: 1000, txnEvery: 100 * time.Millisecond, warmup: warm, duration: dur, kafkaOnly: true}
 }
 
 // semanticWorkloads are W3, W4 and W6 (issue 10 item 2), in --full only:
@@ -403,6 +418,14 @@ func (c *compareConfig) runCell(ctx context.Context, spec cellSpec) *cellResult 
 func runWorkload(ctx context.Context, b *brokerProc, spec cellSpec, res *cellResult) error {
 	w := spec.w
 	switch {
+	case w.pipeline:
+		pb := &pipelineBench{brokers: b.addr, in: "w5-in", out: "w5-out", group: "w5-transform", partitions: w.partitions, recordSize: w.recordSize, rate: w.rate,
+			warmup: w.warmup, duration: w.duration, commitRecords: w.txnRecords, commitEvery: w.txnEvery,
+			drain: 30 * time.Second, brokerPID: b.pid()}
+		pr := &pipelineResult{}
+		err := pb.run(ctx, pr)
+		res.fromPipeline(pr)
+		return err
 	case spec.s.kind == "nats" && w.fetch:
 		if err := natsFill(ctx, b.url(), w.backlog/int64(w.recordSize), w.recordSize); err != nil {
 			return err

@@ -70,9 +70,11 @@
 //     Kawa/peer as median [min-max], a JSON report and an SVG chart
 //     (compare.go, report.go). --full adds W3 (fixed rate at 50 % of the
 //     same system's W2 in the round), W4 (acks=1, idempotent, transactions
-//     by count and by interval) and W6 (1/100/1000 producer IDs, log read
-//     back for duplicates); W4 and W6 run on Kawa and kfake only
-//     (semanticWorkloads in compare.go, semantics.go).
+//     by count and by interval), W6 (1/100/1000 producer IDs, log read
+//     back for duplicates) and W5 (an exactly-once consume-transform-produce
+//     pipeline, end-to-end latency); W4, W5 and W6 run on Kawa and kfake
+//     only (semanticWorkloads and pipelineWorkload in compare.go,
+//     semantics.go, pipeline.go).
 //
 // Exit status and messages follow cmd/kawa's (cmd/internal/cli): 0 on
 // success, 2 on a usage error, 1 on any other failure.

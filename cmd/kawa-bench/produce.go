@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -42,6 +43,11 @@ type produceBench struct {
 	txnRecords int
 	txnEvery   time.Duration
 	keyed      bool // W6: key each record by producer index and sequence (dupKey)
+	// W5: each record carries its intended send time in a sentHeader
+	// header, and onStart (if set) learns the window before any record is
+	// sent.
+	stamp   bool
+	onStart func(warmEnd, end time.Time)
 }
 
 // transactional reports whether the clients produce in transactions.
@@ -200,6 +206,9 @@ func (b *produceBench) run(ctx context.Context, res *produceResult) error {
 	start := time.Now()
 	st := &produceStats{hist: newHistogram(), warmEnd: start.Add(b.warmup), runCtx: ctx}
 	st.end = st.warmEnd.Add(b.duration)
+	if b.onStart != nil {
+		b.onStart(st.warmEnd, st.end)
+	}
 	var wg sync.WaitGroup
 	for i, cl := range clients {
 		if b.transactional() {
@@ -324,6 +333,9 @@ func (b *produceBench) produceLoop(ctx context.Context, cl *kgo.Client, producer
 		rec := &kgo.Record{Value: payload, Timestamp: intended}
 		if b.keyed {
 			rec.Key = dupKey(producer, uint64(i))
+		}
+		if b.stamp {
+			rec.Headers = []kgo.RecordHeader{{Key: sentHeader, Value: binary.BigEndian.AppendUint64(nil, uint64(intended.UnixNano()))}}
 		}
 		if b.sync {
 			st.ack(intended, cl.ProduceSync(ctx, rec).FirstErr())
