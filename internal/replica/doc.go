@@ -27,9 +27,9 @@
 // # Not yet (in order)
 //
 //  1. LogStore over the partition log (internal/log), designed below.
-//  2. Transport: one TCP connection per peer pair carrying all groups' messages (Message, proto-encoded raft
-//     messages plus the group ID), batched per Send as the Scheduler already hands them; heartbeats
-//     coalesced per peer; snapshot streaming with back-pressure.
+//  2. Transport: built in internal/replica/raftnet (one TCP connection per node pair for all groups, heartbeats
+//     coalesced, snapshots streamed apart through a SnapshotStore; Scheduler.ReportUnreachable and
+//     ReportSnapshot are its reports to raft). The SnapshotStore over the partition log is still to build.
 //  3. Snapshots and log compaction (retention moves FirstIndex; a follower behind it gets the partition's
 //     prefix as "log starts at offset X" plus producer and transaction state, replacing its prefix
 //     wholesale); membership changes (ConfChangeV2: learner, then voter); leadership transfer.

@@ -174,7 +174,10 @@ type group struct {
 	msgs   []*pb.Message
 	props  [][]byte
 	ticks  int
-	err    error // the group has failed
+	// reports are the transport's local messages (MsgUnreachable, MsgSnapStatus), which raft takes only
+	// through RawNode.ReportUnreachable and ReportSnapshot, not Step.
+	reports []*pb.Message
+	err     error // the group has failed
 
 	// Under cycleMu.
 	lead, term uint64 // as last reported to sm
@@ -398,13 +401,14 @@ func (s *Scheduler) Close() {
 
 // work is one group's share of a cycle.
 type work struct {
-	g     *group
-	msgs  []*pb.Message
-	props [][]byte
-	ticks int
-	rd    raft.Ready
-	hasRd bool
-	err   error
+	g       *group
+	msgs    []*pb.Message
+	props   [][]byte
+	ticks   int
+	reports []*pb.Message
+	rd      raft.Ready
+	hasRd   bool
+	err     error
 }
 
 // cycle runs one scheduler cycle over the queued groups (see Scheduler) and reports whether there was any
@@ -423,8 +427,8 @@ func (s *Scheduler) cycle() bool {
 		if g.err != nil {
 			continue
 		}
-		ws = append(ws, &work{g: g, msgs: g.msgs, props: g.props, ticks: g.ticks})
-		g.msgs, g.props, g.ticks = nil, nil, 0
+		ws = append(ws, &work{g: g, msgs: g.msgs, props: g.props, ticks: g.ticks, reports: g.reports})
+		g.msgs, g.props, g.ticks, g.reports = nil, nil, 0, nil
 	}
 	s.queue = s.queue[:0]
 	s.mu.Unlock()
@@ -503,6 +507,13 @@ func (s *Scheduler) readyAndPersist(w *work) error {
 		// An error is a message raft refuses (a local message type from the network, a response from a
 		// peer not in the group): dropped, as the network could have.
 		_ = rn.Step(m)
+	}
+	for _, m := range w.reports {
+		if m.GetType() == pb.MsgUnreachable {
+			rn.ReportUnreachable(m.GetFrom())
+		} else {
+			rn.ReportSnapshot(m.GetFrom(), snapshotStatus(m.GetReject()))
+		}
 	}
 	for _, p := range w.props {
 		_ = rn.Propose(p) // ErrProposalDropped: see Propose
