@@ -57,14 +57,23 @@ func (s offsetsStore) appendBatch(recs []group.Record) (int64, error) {
 // start). Control batches are skipped.
 func readAll(p *partition.Partition) ([]group.Record, error) {
 	var out []group.Record
+	err := scanRecords(p, func(_ int64, key, value []byte) {
+		out = append(out, group.Record{Key: key, Value: value})
+	})
+	return out, err
+}
+
+// scanRecords calls each with every record of the partition from its log
+// start, in offset order, with its offset. Control batches are skipped.
+func scanRecords(p *partition.Partition, each func(offset int64, key, value []byte)) error {
 	off := p.LogStart()
 	for {
 		res, err := p.Read(off, 4<<20, partition.ReadUncommitted)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if len(res.Records) == 0 {
-			return out, nil
+			return nil
 		}
 		var ierr error
 		_, err = batch.Iterate(res.Records, func(h batch.Header, raw []byte) bool {
@@ -78,15 +87,15 @@ func readAll(p *partition.Partition) ([]group.Record, error) {
 				return false
 			}
 			for _, r := range recs {
-				out = append(out, group.Record{Key: r.Key, Value: r.Value})
+				each(h.BaseOffset+int64(r.OffsetDelta), r.Key, r.Value)
 			}
 			return true
 		})
 		if ierr != nil {
-			return nil, ierr
+			return ierr
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", kerr.CorruptMessage, err)
+			return fmt.Errorf("%w: %v", kerr.CorruptMessage, err)
 		}
 	}
 }

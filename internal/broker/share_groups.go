@@ -19,44 +19,56 @@ import (
 // internal topic __share_group_state (Kafka's name), written like
 // __consumer_offsets (offsetsStore) but answering before the fsync with a
 // wait, so the coordinator can append under its lock and wait outside it.
+// Unlike __consumer_offsets it is not compacted (cleanup.policy=delete, as
+// Kafka's): update records only make sense after the snapshot before them,
+// so the coordinator prunes it instead (Prune: the log start offset
+// advances, whole segments below it are deleted).
 type shareStore struct{ s offsetsStore }
 
 // Append implements share.Store.
-func (st shareStore) Append(recs []share.Record) (func(context.Context) error, error) {
+func (st shareStore) Append(recs []share.Record) (int64, func(context.Context) error, error) {
 	if len(recs) == 0 {
-		return nil, nil
+		return 0, nil, nil
 	}
 	out := make([]group.Record, len(recs))
 	for i, r := range recs {
-		out[i] = group.Record(r)
+		out[i] = group.Record{Key: r.Key, Value: r.Value}
 	}
 	next, err := st.s.appendBatch(out)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
-	return func(ctx context.Context) error { return st.s.p.WaitDurable(ctx, next) }, nil
+	return next - int64(len(recs)), func(ctx context.Context) error { return st.s.p.WaitDurable(ctx, next) }, nil
 }
 
-// openShares creates __share_group_state if needed, replays it and starts
-// the share coordinator.
+// Prune implements share.Store (DeleteRecords on the state log).
+func (st shareStore) Prune(offset int64) error {
+	_, err := st.s.p.DeleteRecords(offset)
+	return err
+}
+
+// openShares creates __share_group_state if needed, replays it from its
+// log start and starts the share coordinator.
 func (b *Broker) openShares() error {
-	p, err := b.internalPartition(shareStateTopic)
+	p, err := b.internalPartitionWith(shareStateTopic, "delete")
 	if err != nil {
 		return err
 	}
-	recs, err := readAll(p)
-	if err != nil {
+	var srecs []share.Record
+	if err := scanRecords(p, func(off int64, key, value []byte) {
+		srecs = append(srecs, share.Record{Key: key, Value: value, Offset: off})
+	}); err != nil {
 		return fmt.Errorf("broker: replay %s: %w", shareStateTopic, err)
 	}
-	b.shares = share.New(shareStore{offsetsStore{p: p}}, time.Now, share.Limits{MaxRecordLocks: b.cfg.ShareMaxRecordLocks})
-	srecs := make([]share.Record, len(recs))
-	for i, r := range recs {
-		srecs[i] = share.Record(r)
-	}
+	b.shares = share.New(shareStore{offsetsStore{p: p}}, time.Now, share.Limits{
+		MaxRecordLocks:        b.cfg.ShareMaxRecordLocks,
+		SnapshotUpdateRecords: b.cfg.ShareSnapshotUpdateRecords,
+		PruneInterval:         b.cfg.SharePruneInterval,
+	})
 	if err := b.shares.Load(srecs); err != nil {
 		return fmt.Errorf("broker: load share groups: %w", err)
 	}
-	b.lg.Info("share coordinator loaded", "records", len(recs))
+	b.lg.Info("share coordinator loaded", "records", len(srecs), "log_start", p.LogStart())
 	return nil
 }
 

@@ -86,8 +86,14 @@ func (b *Broker) openTxn() error {
 // no time or size retention. A topic a data dir holds from before gets those
 // configs too.
 func (b *Broker) internalPartition(name string) (*partition.Partition, error) {
+	return b.internalPartitionWith(name, "compact")
+}
+
+// internalPartitionWith is internalPartition with cleanup.policy policy
+// (__share_group_state is pruned by its coordinator, not compacted).
+func (b *Broker) internalPartitionWith(name, policy string) (*partition.Partition, error) {
 	seg := b.cfg.OffsetsTopicSegmentBytes
-	want := map[string]string{"cleanup.policy": "compact", "retention.ms": "-1", "retention.bytes": "-1",
+	want := map[string]string{"cleanup.policy": policy, "retention.ms": "-1", "retention.bytes": "-1",
 		"segment.bytes": strconv.FormatInt(max(seg, config.MinSegmentBytes), 10)}
 	if seg < config.MinSegmentBytes { // tests: smaller than a topic may ask for
 		want["internal.segment.bytes"] = strconv.FormatInt(seg, 10)

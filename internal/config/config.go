@@ -105,6 +105,13 @@ type Broker struct {
 	// ShareMaxRecordLocks is group.share.partition.max.record.locks (KIP-932): the in-flight window of
 	// one share-partition, so the records it holds acquired at most; 0 takes Kafka 4.1's 2000.
 	ShareMaxRecordLocks int
+	// ShareSnapshotUpdateRecords is share.coordinator.snapshot.update.records.per.snapshot: update records
+	// written for a share-partition between snapshots of it in __share_group_state; 0 takes Kafka's 500.
+	ShareSnapshotUpdateRecords int
+	// SharePruneInterval is share.coordinator.state.topic.prune.interval.ms: the time between prune rounds
+	// of __share_group_state (its log start advances past records newer snapshots replace); 0 takes Kafka's
+	// 5 min, a negative value makes every change a round (tests).
+	SharePruneInterval time.Duration
 
 	RetentionCheck time.Duration // log.retention.check.interval.ms
 	MaxInFlight    int           // requests read ahead per connection

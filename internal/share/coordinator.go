@@ -60,11 +60,31 @@ type Limits struct {
 	// MaxRecordLocks is group.share.partition.max.record.locks (records;
 	// default DefaultMaxRecordLocks).
 	MaxRecordLocks int
+	// SnapshotUpdateRecords is share.coordinator.snapshot.update.records.per.snapshot:
+	// update records written for a share-partition between two snapshots
+	// of it (default DefaultSnapshotUpdateRecords).
+	SnapshotUpdateRecords int
+	// PruneInterval is share.coordinator.state.topic.prune.interval.ms:
+	// the time between prune rounds of the state log (default
+	// DefaultPruneInterval; negative: every change is one, for tests).
+	PruneInterval time.Duration
 }
+
+// Defaults of the share coordinator's configs (Kafka's ShareCoordinatorConfig).
+const (
+	DefaultSnapshotUpdateRecords = 500
+	DefaultPruneInterval         = 5 * time.Minute
+)
 
 func (l Limits) withDefaults() Limits {
 	if l.MaxRecordLocks <= 0 {
 		l.MaxRecordLocks = DefaultMaxRecordLocks
+	}
+	if l.SnapshotUpdateRecords <= 0 {
+		l.SnapshotUpdateRecords = DefaultSnapshotUpdateRecords
+	}
+	if l.PruneInterval == 0 {
+		l.PruneInterval = DefaultPruneInterval
 	}
 	return l
 }
@@ -121,13 +141,19 @@ type Coordinator struct {
 	mu     sync.Mutex
 	groups map[string]*group
 	wake   chan struct{} // closed and replaced when records become available
+	// need is, per state-log key of a live group or share-partition, the
+	// offset of the record its replay starts from (its latest group record
+	// or snapshot): the log start may advance to the lowest of them.
+	need      map[string]int64
+	nextPrune time.Time // when the next prune round is due
+	coldBelow int64     // the previous prune round's end: keys needing less are cold
 }
 
 // New returns a coordinator persisting to store (call Load with the
 // store's records before serving). now is the clock (time.Now in
 // production, fake in tests); lim's zero fields take Kafka's defaults.
 func New(store Store, now func() time.Time, lim Limits) *Coordinator {
-	return &Coordinator{store: store, now: now, lim: lim.withDefaults(), groups: map[string]*group{}, wake: make(chan struct{})}
+	return &Coordinator{store: store, now: now, lim: lim.withDefaults(), groups: map[string]*group{}, wake: make(chan struct{}), need: map[string]int64{}}
 }
 
 // Wake returns a channel closed when records are released (RELEASE, lock
@@ -206,7 +232,7 @@ func (c *Coordinator) SetConfig(ctx context.Context, groupID, name string, value
 		} else {
 			g.configs[name] = *value
 		}
-		return c.appendLocked(groupRecord(g))
+		return c.appendLocked(change{rec: groupRecord(g), need: true})
 	})
 }
 
@@ -220,17 +246,6 @@ func (c *Coordinator) durably(ctx context.Context, change func() (func(context.C
 		return err
 	}
 	return wait(ctx)
-}
-
-// partRecordsLocked is the state record of each of g's partitions in tps.
-func partRecordsLocked(g *group, tps []TP) []Record {
-	recs := make([]Record, 0, len(tps))
-	for _, tp := range tps {
-		if sp := g.parts[tp]; sp != nil {
-			recs = append(recs, partRecord(g.id, tp, sp, g.limit()))
-		}
-	}
-	return recs
 }
 
 // Configs returns a copy of the group's config overrides.
@@ -607,7 +622,7 @@ func (c *Coordinator) CloseSession(ctx context.Context, groupID, memberID string
 			return nil, nil
 		}
 		c.wakeLocked()
-		return c.appendLocked(partRecordsLocked(g, changed)...)
+		return c.appendLocked(c.partChangesLocked(g, changed)...)
 	})
 }
 
@@ -655,7 +670,7 @@ func (c *Coordinator) ReadFrom(groupID string, tp TP, logStart, hw, bound int64)
 	if sp.expire(c.now(), g.limit()) {
 		// Records archived at the limit must stay archived; nothing waits
 		// on it, and a failed append is retried by the next change.
-		_, _ = c.appendLocked(partRecord(g.id, tp, sp, g.limit()))
+		_, _ = c.appendLocked(c.partChangeLocked(g, tp, false))
 	}
 	off := sp.firstAvailable()
 	room = sp.room(c.lim.MaxRecordLocks)
@@ -685,7 +700,7 @@ func (c *Coordinator) Acquire(ctx context.Context, groupID, memberID string, tp 
 		if len(acq) == 0 {
 			return nil, nil
 		}
-		wait, err := c.appendLocked(partRecord(g.id, tp, sp, g.limit()))
+		wait, err := c.appendLocked(c.partChangeLocked(g, tp, false))
 		if err != nil {
 			sp.unacquire(acq)
 			acq = nil
@@ -764,7 +779,7 @@ func (c *Coordinator) Acknowledge(ctx context.Context, groupID, memberID string,
 		if bad = c.acknowledgeLocked(groupID, memberID, tp, acks); bad == errNothingAcked {
 			return nil, nil
 		}
-		return c.appendLocked(partRecordsLocked(c.groups[groupID], []TP{tp})...)
+		return c.appendLocked(c.partChangesLocked(c.groups[groupID], []TP{tp})...)
 	}); err != nil {
 		return err
 	}
@@ -849,12 +864,12 @@ func (c *Coordinator) Delete(ctx context.Context, groupID string) error {
 		if err != nil {
 			return nil, err
 		}
-		recs := []Record{groupTombstone(groupID)}
+		chs := []change{{rec: Record{Key: groupKey(groupID)}, tomb: true}}
 		for tp := range g.parts {
-			recs = append(recs, Record{Key: partKey(groupID, tp)})
+			chs = append(chs, change{rec: Record{Key: partKey(groupID, tp)}, tomb: true})
 		}
 		delete(c.groups, groupID)
-		return c.appendLocked(recs...)
+		return c.appendLocked(chs...)
 	})
 }
 
@@ -895,7 +910,7 @@ func (c *Coordinator) SetStartOffset(ctx context.Context, groupID string, tp TP,
 			return nil, kerr.NonEmptyGroup
 		}
 		g.parts[tp] = &sharePartition{start: offset, end: offset, recs: map[int64]*rec{}}
-		return c.appendLocked(groupRecord(g), partRecord(g.id, tp, g.parts[tp], g.limit()))
+		return c.appendLocked(change{rec: groupRecord(g), need: true}, c.partChangeLocked(g, tp, true))
 	})
 }
 
@@ -954,16 +969,13 @@ func (c *Coordinator) DeleteTopicState(ctx context.Context, groupID, topic strin
 		if err != nil {
 			return nil, err
 		}
-		var recs []Record
+		var chs []change
 		for tp := range g.parts {
 			if tp.Topic == topic {
 				delete(g.parts, tp)
-				recs = append(recs, Record{Key: partKey(groupID, tp)})
+				chs = append(chs, change{rec: Record{Key: partKey(groupID, tp)}, tomb: true})
 			}
 		}
-		if len(recs) == 0 {
-			return nil, nil
-		}
-		return c.appendLocked(recs...)
+		return c.appendLocked(chs...)
 	})
 }

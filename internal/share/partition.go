@@ -56,6 +56,11 @@ type rec struct {
 type sharePartition struct {
 	start, end int64
 	recs       map[int64]*rec
+	// saved is the state the state log holds (nil: none yet, the next
+	// record must be a snapshot) and updates the update records written
+	// since its last snapshot.
+	saved   map[int64]saved
+	updates int
 }
 
 // advance moves the SPSO past terminal records, dropping their state.

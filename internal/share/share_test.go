@@ -3,7 +3,9 @@ package share
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -21,33 +23,60 @@ var ctx = context.Background()
 // memLog is an in-memory state log for the coordinator's unit tests (the
 // broker's is a partition of __share_group_state, tested over the wire):
 // records are durable once a wait returned for them, and a crash keeps
-// only those.
+// only those; Prune drops the records below an offset, as the log start
+// offset advancing does.
 type memLog struct {
 	mu      sync.Mutex
-	recs    []Record
-	durable int
+	recs    []Record // from the log start on
+	next    int64    // the offset of the next record
+	durable int64    // records below it are durable
+	start   int64    // the log start offset
 }
 
 func newLog() *memLog { return &memLog{} }
 
-func (l *memLog) Append(recs []Record) (func(context.Context) error, error) {
+func (l *memLog) Append(recs []Record) (int64, func(context.Context) error, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.recs = append(l.recs, recs...)
-	n := len(l.recs)
-	return func(context.Context) error {
+	first := l.next
+	for _, r := range recs {
+		r.Offset = l.next
+		l.recs = append(l.recs, r)
+		l.next++
+	}
+	end := l.next
+	return first, func(context.Context) error {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		l.durable = max(l.durable, n)
+		l.durable = max(l.durable, end)
 		return nil
 	}, nil
+}
+
+func (l *memLog) Prune(offset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if offset > l.durable {
+		return errors.New("memLog: prune past the durable records")
+	}
+	for len(l.recs) > 0 && l.recs[0].Offset < offset {
+		l.recs = l.recs[1:]
+	}
+	l.start = max(l.start, offset)
+	return nil
 }
 
 // crash returns the log as a restart after SIGKILL finds it.
 func (l *memLog) crash() *memLog {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return &memLog{recs: append([]Record(nil), l.recs[:l.durable]...), durable: l.durable}
+	c := &memLog{next: l.durable, durable: l.durable, start: l.start}
+	for _, r := range l.recs {
+		if r.Offset < l.durable {
+			c.recs = append(c.recs, r)
+		}
+	}
+	return c
 }
 
 // open returns a coordinator replaying log, with group "g" reading from
@@ -516,4 +545,105 @@ func TestMaxRecordLocks(t *testing.T) {
 	c2 := openLimits(t, log.crash(), Limits{MaxRecordLocks: 2})
 	step(c2, "a", []Acquired{{2, 2, 3}, {3, 3, 2}}, 2)
 	step(c2, "a", nil, 2)
+}
+
+// spState is a share-partition's state as the log would restore it.
+func spState(t *testing.T, c *Coordinator, tp TP) (int64, int64, map[int64]saved) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sp := c.groups["g"].parts[tp]
+	if sp == nil {
+		t.Fatalf("no share-partition %v", tp)
+	}
+	return sp.start, sp.end, sp.persisted(c.groups["g"].limit())
+}
+
+// The state log is snapshots and updates (Kafka's ShareSnapshot and
+// ShareUpdate records) and is pruned: after 3 updates a share-partition
+// is snapshotted again, a prune round (every virtual second, ten rounds
+// here) advances the
+// log start past everything a newer durable snapshot replaces (a cold
+// share-partition and the group's configs, untouched since the start, get
+// rewritten so they do not pin it), so over 300 rounds of acquisitions
+// and accept/release/reject acknowledgements the log holds a few dozen
+// records, not thousands; and a replay from the log start restores
+// exactly the same state (SPSO, SPEO, every offset's state and delivery
+// count), after every round.
+func TestStateLogSnapshotsAndPrunes(t *testing.T) {
+	log := newLog()
+	lim := Limits{SnapshotUpdateRecords: 3, PruneInterval: time.Second}
+	clock := time.Unix(1e9, 0)
+	now := func() time.Time { return clock }
+	c := openLimits(t, log, lim)
+	c.now, c.nextPrune = now, clock // onto the virtual clock
+	cold := TP{Topic: "q", Partition: 1}
+	const n = 5000
+	fetch := func(tp TP, max int) []Acquired {
+		t.Helper()
+		from, _, ok := c.ReadFrom("g", tp, 0, n, n)
+		if !ok {
+			return nil
+		}
+		spans := []Span{{First: from, Last: min(from+int64(max), n) - 1}}
+		acq, err := c.Acquire(ctx, "g", "a", tp, from, spans, n, max, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return acq
+	}
+	fetch(cold, 2)
+	if err := c.Acknowledge(ctx, "g", "a", cold, []Ack{{1, 1, []int8{AckAccept}}, {0, 0, []int8{AckRelease}}}); err != nil {
+		t.Fatal(err)
+	}
+	maxLen := 0
+	for round := 0; round < 300; round++ {
+		clock = clock.Add(100 * time.Millisecond)
+		for _, q := range fetch(tp, 7) {
+			types := make([]int8, q.Last-q.First+1)
+			for i := range types {
+				// Mostly accepted; some released (redelivered, then
+				// archived at the limit) and some rejected.
+				types[i] = []int8{AckAccept, AckAccept, AckRelease, AckAccept, AckReject}[(int(q.First)+i+round)%5]
+			}
+			if err := c.Acknowledge(ctx, "g", "a", tp, []Ack{{q.First, q.Last, types}}); err != nil {
+				t.Fatalf("round %d: ack %v: %v", round, q, err)
+			}
+		}
+		maxLen = max(maxLen, len(log.recs))
+		if round%10 != 9 {
+			continue
+		}
+		c2 := New(log, now, lim)
+		if err := c2.Load(log.crash().recs); err != nil {
+			t.Fatalf("round %d: replay: %v", round, err)
+		}
+		for _, x := range []TP{tp, cold} {
+			s1, e1, m1 := spState(t, c, x)
+			s2, e2, m2 := spState(t, c2, x)
+			if s1 != s2 || e1 != e2 || !maps.Equal(m1, m2) {
+				t.Fatalf("round %d: %v replayed as [%d, %d) %v, want [%d, %d) %v", round, x, s2, e2, m2, s1, e1, m1)
+			}
+		}
+		if got := c2.Configs("g")[ConfigAutoOffsetReset]; got != "earliest" {
+			t.Fatalf("round %d: share.auto.offset.reset replayed as %q", round, got)
+		}
+	}
+	start, _, _ := spState(t, c, tp)
+	if start < 1000 {
+		t.Fatalf("SPSO %d after 300 rounds, want the rounds to have moved it past 1000", start)
+	}
+	if maxLen > 40 || log.start < log.next-40 {
+		t.Errorf("state log held up to %d records, log start %d of %d; want a few dozen at most", maxLen, log.start, log.next)
+	}
+	updates := 0
+	for _, r := range log.recs {
+		if strings.Contains(string(r.Key), `"type":"update"`) {
+			updates++
+		}
+	}
+	if updates == 0 {
+		t.Errorf("no update record among the %d held: every change was a snapshot", len(log.recs))
+	}
+	t.Logf("%d records appended, log start %d, at most %d held (%d updates now)", log.next, log.start, maxLen, updates)
 }
