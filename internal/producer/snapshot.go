@@ -121,6 +121,9 @@ func Decode(b []byte, expiration time.Duration) (*State, int64, error) {
 			return nil, 0, fmt.Errorf("%w: bad producer ID %d", ErrCorruptSnapshot, id)
 		}
 		s.producers[id] = p
+		if p.txnFirst >= 0 {
+			s.beginTxn(id, p, p.txnFirst)
+		}
 	}
 	if r.Len() != 0 {
 		return nil, 0, fmt.Errorf("%w: %d trailing bytes", ErrCorruptSnapshot, r.Len())

@@ -130,6 +130,13 @@ type State struct {
 	expiration time.Duration
 	endOffset  int64 // Kafka's mapEndOffset: log offset seen up to, exclusive
 	producers  map[int64]*producerState
+	// open holds the producers of producers whose transaction is open here
+	// (txnFirst >= 0), as Kafka's ongoingTxns: the partition asks for the
+	// first undecided offset after every append, and a scan of every
+	// producer made that O(producers) per append (W6 with 1,000 producer
+	// IDs: 19 % of the broker's CPU, issue 10). Changed only through
+	// beginTxn and endTxn.
+	open map[int64]*producerState
 }
 
 // NewState returns empty state for a partition whose producers expire after
@@ -139,7 +146,19 @@ func NewState(expiration time.Duration) *State {
 	if expiration <= 0 {
 		expiration = DefaultExpiration
 	}
-	return &State{expiration: expiration, producers: make(map[int64]*producerState)}
+	return &State{expiration: expiration, producers: make(map[int64]*producerState), open: make(map[int64]*producerState)}
+}
+
+// beginTxn opens producerID's transaction on this partition at first.
+func (s *State) beginTxn(producerID int64, p *producerState, first int64) {
+	p.txnFirst = first
+	s.open[producerID] = p
+}
+
+// endTxn closes producerID's transaction on this partition, if one is open.
+func (s *State) endTxn(producerID int64, p *producerState) {
+	p.txnFirst = -1
+	delete(s.open, producerID)
 }
 
 // EndOffset returns the log offset this state has seen up to (exclusive).
@@ -189,23 +208,20 @@ func (p *producerState) info(id int64) ProducerInfo {
 // partition to the first offset of that transaction. The minimum is the
 // first unstable offset, from which the partition derives the LSO.
 func (s *State) OngoingTxnFirstOffsets() map[int64]int64 {
-	out := make(map[int64]int64)
-	for id, p := range s.producers {
-		if p.txnFirst >= 0 {
-			out[id] = p.txnFirst
-		}
+	out := make(map[int64]int64, len(s.open))
+	for id, p := range s.open {
+		out[id] = p.txnFirst
 	}
 	return out
 }
 
 // FirstUndecidedOffset returns the smallest first offset of any open
-// transaction (Kafka's ProducerStateManager.firstUndecidedOffset).
+// transaction (Kafka's ProducerStateManager.firstUndecidedOffset). It costs
+// O(open transactions), not O(producers).
 func (s *State) FirstUndecidedOffset() (int64, bool) {
 	first := int64(math.MaxInt64)
-	for _, p := range s.producers {
-		if p.txnFirst >= 0 && p.txnFirst < first {
-			first = p.txnFirst
-		}
+	for _, p := range s.open {
+		first = min(first, p.txnFirst)
 	}
 	return first, first != math.MaxInt64
 }

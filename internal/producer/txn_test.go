@@ -147,3 +147,40 @@ func TestAbortKeepsEarlierBatches(t *testing.T) {
 	wantVerdict(t, s, txn(pid, 0, 2, 2), Verdict{Err: kerr.OutOfOrderSequenceNumber})
 	wantVerdict(t, s, idem(pid, 0, 4, 1), Verdict{})
 }
+
+// The first undecided offset comes from the open transactions alone: many
+// idempotent producers around two transactions, through a snapshot round
+// trip and the markers that close them (the index the partition asks after
+// every append; issue 10's W6 with 1,000 producer IDs).
+func TestFirstUndecidedOffsetAmongManyProducers(t *testing.T) {
+	t.Parallel()
+	s := NewState(0)
+	for id := int64(100); id < 1100; id++ {
+		appendBatch(t, s, idem(id, 0, 0, 1))
+	}
+	if _, ok := s.FirstUndecidedOffset(); ok {
+		t.Fatal("FirstUndecidedOffset reports a transaction among idempotent producers only")
+	}
+	appendBatch(t, s, txn(7, 0, 0, 2)) // 1000-1001
+	appendBatch(t, s, txn(8, 0, 0, 1)) // 1002
+	s2, covers, err := Decode(s.Encode(s.EndOffset()), 0)
+	if err != nil || covers != 1003 {
+		t.Fatalf("Decode = %d, %v", covers, err)
+	}
+	for _, st := range []*State{s, s2} {
+		if off, ok := st.FirstUndecidedOffset(); !ok || off != 1000 {
+			t.Fatalf("FirstUndecidedOffset = %d, %v; want 1000, true", off, ok)
+		}
+		st.ApplyMarker(MarkerInfo{ProducerID: 7, Commit: true}, 1003, t0)
+		if off, ok := st.FirstUndecidedOffset(); !ok || off != 1002 {
+			t.Fatalf("after 7's marker: FirstUndecidedOffset = %d, %v; want 1002, true", off, ok)
+		}
+		st.ApplyMarker(MarkerInfo{ProducerID: 8}, 1004, t0)
+		if off, ok := st.FirstUndecidedOffset(); ok {
+			t.Fatalf("after both markers: FirstUndecidedOffset = %d, true", off)
+		}
+		if got := st.OngoingTxnFirstOffsets(); len(got) != 0 {
+			t.Fatalf("OngoingTxnFirstOffsets = %v after both markers", got)
+		}
+	}
+}

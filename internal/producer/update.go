@@ -38,7 +38,7 @@ func (s *State) Update(b BatchInfo, firstOffset, lastOffset int64, appendTime in
 	// ProducerAppendInfo.appendDataBatch: the first transactional batch
 	// with no transaction open begins one; its offset bounds the LSO.
 	if b.Transactional && p.txnFirst < 0 {
-		p.txnFirst = firstOffset
+		s.beginTxn(b.ProducerID, p, firstOffset)
 	}
 }
 
@@ -114,7 +114,7 @@ func (s *State) ApplyMarker(m MarkerInfo, offset int64, now time.Time) (firstOff
 	}
 	p.setEpoch(m.Epoch)
 	p.coordEpoch = m.CoordinatorEpoch
-	p.txnFirst = -1
+	s.endTxn(m.ProducerID, p)
 	// Kafka keeps the marker record's timestamp, the time it was written.
 	p.lastTimestamp = now.UnixMilli()
 	p.lastSeen = now
