@@ -82,12 +82,18 @@ func loneNode(t *testing.T, tweak func(*Config)) (*Transport, *recNode, string, 
 // rawPeer dials addr as node from of cluster "c" and completes the handshake.
 func rawPeer(t *testing.T, addr string, from, to uint64) net.Conn {
 	t.Helper()
+	return rawStream(t, addr, from, to, streamRaft)
+}
+
+// rawStream dials addr as node from of cluster "c" for stream and completes the handshake.
+func rawStream(t *testing.T, addr string, from, to, stream uint64) net.Conn {
+	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	h := hello{version: protocolVersion, stream: streamRaft, from: from, to: to, cluster: "c"}
+	h := hello{version: protocolVersion, stream: stream, from: from, to: to, cluster: "c"}
 	if _, err := c.Write(appendFrame(nil, kindHello, h.encode)); err != nil {
 		t.Fatal(err)
 	}
@@ -235,3 +241,43 @@ func TestSendQueueBounded(t *testing.T) {
 }
 
 func protoSizeOf(m replica.Message) int { return proto.Size(m.Msg) }
+
+// holdStore takes snapshots until release is closed.
+type holdStore struct{ entered, release chan struct{} }
+
+func (holdStore) OpenSnapshot(replica.GroupID, *pb.Message) (io.ReadCloser, error) {
+	return nil, errors.New("not a sender")
+}
+
+func (h holdStore) ReceiveSnapshot(_ replica.GroupID, _ *pb.Message, r io.Reader) error {
+	h.entered <- struct{}{}
+	<-h.release
+	_, err := io.Copy(io.Discard, r)
+	return err
+}
+
+// TestSecondSnapshotStreamRefused: while a peer's snapshot streams in, a second stream from the same peer
+// is answered with a refusal and closed.
+func TestSecondSnapshotStreamRefused(t *testing.T) {
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	_, _, addr, _ := loneNode(t, func(c *Config) { c.Snapshots = holdStore{entered, release} })
+	defer close(release)
+	header := appendFrame(nil, kindSnapHeader, func(b []byte) []byte {
+		b = binary.AppendUvarint(b, 3)
+		m := &pb.Message{Type: pb.MsgSnap.Enum(), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(1)), Snapshot: &pb.Snapshot{}}
+		b, _ = proto.MarshalOptions{}.MarshalAppend(b, m)
+		return b
+	})
+	first := rawStream(t, addr, 1, 2, streamSnapshot)
+	if _, err := first.Write(header); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	second := rawStream(t, addr, 1, 2, streamSnapshot)
+	second.SetReadDeadline(time.Now().Add(10 * time.Second))
+	kind, body, _, err := readFrame(second, 4096, nil)
+	if err != nil || kind != kindSnapResult || !strings.Contains(string(body), "another snapshot from this node is streaming") {
+		t.Fatalf("second stream got kind %d %q, err %v", kind, body, err)
+	}
+	waitClosed(t, second)
+}

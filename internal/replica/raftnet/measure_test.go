@@ -28,13 +28,14 @@ func TestMeasureIdle(t *testing.T) {
 				func(rc *replica.Config) { rc.TickInterval, rc.HeartbeatTicks = 100*time.Millisecond, 1 })
 			waitLeaders(t, c)
 			time.Sleep(2 * time.Second) // let the elections' traffic pass before the window
-			cpu0, bytes0, wall0 := cpuTime(t), sentBytes(c), time.Now()
+			cpu0, sent0, wall0 := cpuTime(t), sentStats(c), time.Now()
 			time.Sleep(10 * time.Second) // the measurement window
-			cpu, sent, wall := cpuTime(t)-cpu0, sentBytes(c)-bytes0, time.Since(wall0).Seconds()
+			cpu, sent1, wall := cpuTime(t)-cpu0, sentStats(c), time.Since(wall0).Seconds()
+			bytes, msgs := sent1.BytesSent-sent0.BytesSent, sent1.MsgsSent-sent0.MsgsSent
 			per := 1000 / float64(groups)
 			t.Logf("coalesce=%v: %d groups x 3 nodes idle: CPU %.1f%% of one core for the process (%.1f%% per node per 1,000 groups); "+
-				"%.0f bytes/s sent per node per 1,000 groups", coalesce, groups, 100*cpu.Seconds()/wall,
-				100*cpu.Seconds()/wall/3*per, float64(sent)/wall/3*per)
+				"per node per 1,000 groups %.0f bytes/s, %.0f messages/s (%.1f bytes each)", coalesce, groups, 100*cpu.Seconds()/wall,
+				100*cpu.Seconds()/wall/3*per, float64(bytes)/wall/3*per, float64(msgs)/wall/3*per, float64(bytes)/float64(max(msgs, 1)))
 		})
 	}
 }
@@ -112,11 +113,14 @@ func waitLeaders(t *testing.T, c *cluster) {
 	runtime.GC()
 }
 
-func sentBytes(c *cluster) (n uint64) {
+// sentStats sums the three transports' bytes and messages sent.
+func sentStats(c *cluster) (s Stats) {
 	for _, nd := range c.nodes {
-		n += nd.tr.Stats().BytesSent
+		st := nd.tr.Stats()
+		s.BytesSent += st.BytesSent
+		s.MsgsSent += st.MsgsSent
 	}
-	return n
+	return s
 }
 
 func cpuTime(t *testing.T) time.Duration {

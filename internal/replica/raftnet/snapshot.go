@@ -132,6 +132,14 @@ func (t *Transport) streamSnapshot(p *peer, m replica.Message) error {
 // receiveSnapshot reads one snapshot stream from p on c into the SnapshotStore, steps the MsgSnap into the
 // node when the store has it, and answers the result.
 func (t *Transport) receiveSnapshot(p *peer, c net.Conn) {
+	// One inbound snapshot per peer at a time, as the sender sends them: a second stream is a confused or
+	// hostile peer and must not tie up more of this node's memory and disk bandwidth.
+	if !p.snapRecv.CompareAndSwap(false, true) {
+		t.log.Warn("raftnet: second snapshot stream from one peer refused", "node", t.cfg.NodeID, "peer", p.id)
+		c.Write(appendFrame(nil, kindSnapResult, func(b []byte) []byte { return append(b, "another snapshot from this node is streaming"...) }))
+		return
+	}
+	defer p.snapRecv.Store(false)
 	cr := &chunkReader{t: t, c: c, r: bufio.NewReaderSize(countingReader{c, &t.stats.bytesReceived}, 64<<10)}
 	g, msg, err := cr.header(p)
 	if err == nil && t.cfg.Snapshots == nil {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -118,4 +120,79 @@ func TestSnapshotStreamsBesideRaft(t *testing.T) {
 	}
 	c.commitAll("c", all, all, 30*time.Second)
 	c.waitAgree(10 * time.Second)
+}
+
+// refuseStore serves any payload and refuses every snapshot it is sent.
+type refuseStore struct{ open chan struct{} }
+
+func (s refuseStore) OpenSnapshot(replica.GroupID, *pb.Message) (io.ReadCloser, error) {
+	<-s.open // held until the test has sent a second snapshot
+	return io.NopCloser(payload(1 << 20)), nil
+}
+
+func (refuseStore) ReceiveSnapshot(_ replica.GroupID, _ *pb.Message, r io.Reader) error {
+	io.Copy(io.Discard, r)
+	return errors.New("disk full")
+}
+
+// TestSnapshotFailures: a snapshot the receiver's store refuses is reported SnapshotFailure to the sender's
+// raft (the reason logged on both nodes, nothing stepped into the receiver's raft), and a second snapshot to a
+// peer while one streams is refused at once.
+func TestSnapshotFailures(t *testing.T) {
+	open := make(chan struct{})
+	addrs := map[uint64]string{}
+	lns := map[uint64]net.Listener{}
+	for id := uint64(1); id <= 2; id++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[id], addrs[id] = ln, ln.Addr().String()
+	}
+	logs := &syncBuf{}
+	nodes := map[uint64]*recNode{}
+	trs := map[uint64]*Transport{}
+	for id := uint64(1); id <= 2; id++ {
+		tr, err := New(Config{NodeID: id, ClusterID: "c", Peers: addrs, Logger: slogTo(logs), Snapshots: refuseStore{open}, MinBackoff: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		nodes[id], trs[id] = &recNode{}, tr
+		tr.Start(nodes[id])
+		if err := tr.Serve(lns[id]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap := func() []replica.Message {
+		return []replica.Message{{Group: 3, Msg: &pb.Message{Type: pb.MsgSnap.Enum(), From: new(uint64(2)), To: new(uint64(1)), Term: new(uint64(1)),
+			Snapshot: &pb.Snapshot{Metadata: &pb.SnapshotMetadata{Index: new(uint64(4)), Term: new(uint64(1))}}}}}
+	}
+	statuses := func() []raft.SnapshotStatus {
+		n := nodes[2]
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return append([]raft.SnapshotStatus(nil), n.snaps...)
+	}
+	trs[2].Send(1, snap()) // node 2 sends to node 1 on a stream it dials, though node 1 dials the raft connection
+	trs[2].Send(1, snap()) // while the first waits in OpenSnapshot
+	if got := statuses(); len(got) != 1 || got[0] != raft.SnapshotFailure {
+		t.Fatalf("second concurrent snapshot: statuses %v, want one SnapshotFailure at once", got)
+	}
+	close(open)
+	wait.Until(t, 10*time.Second, "the refused snapshot reported", func() bool { return len(statuses()) == 2 })
+	if got := statuses(); got[1] != raft.SnapshotFailure {
+		t.Fatalf("refused snapshot reported %v", got[1])
+	}
+	if s := trs[2].Stats(); s.SnapshotsFailed != 2 || s.SnapshotsSent != 0 {
+		t.Fatalf("sender stats %+v", s)
+	}
+	if l := logs.String(); !strings.Contains(l, "raftnet: snapshot refused") || !strings.Contains(l, "node 1 did not store the snapshot: disk full") {
+		t.Fatalf("logs lack the refusal:\n%s", l)
+	}
+	for _, m := range nodes[1].stepped() {
+		if m.Msg.GetType() == pb.MsgSnap {
+			t.Fatal("a refused snapshot was stepped into raft")
+		}
+	}
 }

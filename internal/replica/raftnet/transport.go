@@ -138,6 +138,7 @@ type peer struct {
 	addr     string
 	notify   chan struct{} // poked when the queue becomes non-empty or a connection arrives; capacity 1
 	snapBusy atomic.Bool   // a snapshot is being sent to this peer (one at a time)
+	snapRecv atomic.Bool   // a snapshot from this peer is being received (one at a time)
 
 	mu     sync.Mutex
 	conn   net.Conn // the raft connection, nil while there is none
