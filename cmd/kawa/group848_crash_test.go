@@ -102,16 +102,7 @@ func (m *cgMember) mustCommit(ctx context.Context, offsets map[int32]int64) {
 // and each member's epoch.
 func holders(t *testing.T, ctx context.Context, cl *kgo.Client, group string) (map[int32][]string, map[string]int32) {
 	t.Helper()
-	r := kmsg.NewPtrConsumerGroupDescribeRequest()
-	r.Groups = []string{group}
-	resp, err := r.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := resp.Groups[0]
-	if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
-		t.Fatalf("ConsumerGroupDescribe: %v", err)
-	}
+	g := consumerGroupOf(t, ctx, cl, group)
 	out, epochs := map[int32][]string{}, map[string]int32{}
 	for _, m := range g.Members {
 		epochs[m.MemberID] = m.MemberEpoch
@@ -122,6 +113,22 @@ func holders(t *testing.T, ctx context.Context, cl *kgo.Client, group string) (m
 		}
 	}
 	return out, epochs
+}
+
+// consumerGroupOf is ConsumerGroupDescribe's answer for group; an error code fails the test.
+func consumerGroupOf(t *testing.T, ctx context.Context, cl *kgo.Client, group string) kmsg.ConsumerGroupDescribeResponseGroup {
+	t.Helper()
+	r := kmsg.NewPtrConsumerGroupDescribeRequest()
+	r.Groups = []string{group}
+	resp, err := r.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := resp.Groups[0]
+	if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
+		t.Fatalf("ConsumerGroupDescribe: %v", err)
+	}
+	return g
 }
 
 func minus(a, b []int32) []int32 {

@@ -85,7 +85,7 @@ func runChurn848(t *testing.T, bal kgo.GroupBalancer) {
 		return led.heldByLive(named, 3) && led.consumedAfter(moved, killedAt)
 	})
 
-	acked := map[string][]produceAck{churnNamed: prodA.stop(t), churnLate: prodB.stop(t)}
+	acked := map[string][]kawatest.Ack{churnNamed: prodA.Stop(t), churnLate: prodB.Stop(t)}
 	wait.Until(t, 20*time.Second, "every acknowledged record consumed", func() bool { return led.covers(acked) })
 	for _, m := range ms[1:] {
 		m.stop()
@@ -314,12 +314,12 @@ func (l *churnLedger) consumedCount() int {
 	return n
 }
 
-func (l *churnLedger) covers(acked map[string][]produceAck) bool {
+func (l *churnLedger) covers(acked map[string][]kawatest.Ack) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for topic, as := range acked {
 		for _, a := range as {
-			if l.consumed[churnPart{topic, a.partition}][a.offset] == 0 {
+			if l.consumed[churnPart{topic, a.Partition}][a.Offset] == 0 {
 				return false
 			}
 		}

@@ -157,13 +157,13 @@ func TestConsumerGroupTransactionalChurn848(t *testing.T) {
 	cutAt := time.Now()
 	ms = append(ms, startEOS848Member(t, k, 4, group, in, out, &committed))
 	progress("members committing after the cut", 300)
-	acked := prod.stop(t)
+	acked := prod.Stop(t)
 
 	// Done when the group's committed offsets cover every acknowledged record.
 	adm := k.Admin()
 	end := map[int32]int64{}
 	for _, a := range acked {
-		end[a.partition] = max(end[a.partition], a.offset+1)
+		end[a.Partition] = max(end[a.Partition], a.Offset+1)
 	}
 	wait.Until(t, 40*time.Second, "the committed offsets to cover every acknowledged input record", func() bool {
 		os, err := adm.FetchOffsets(context.Background(), group)
@@ -193,7 +193,7 @@ func TestConsumerGroupTransactionalChurn848(t *testing.T) {
 		seen[v]++
 	}
 	for _, a := range acked {
-		key := fmt.Sprintf("%d:%d", a.partition, a.offset)
+		key := fmt.Sprintf("%d:%d", a.Partition, a.Offset)
 		if c := seen[key]; c != 1 {
 			t.Errorf("input %s in the output %d times, want exactly once", key, c)
 		}

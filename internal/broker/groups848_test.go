@@ -116,7 +116,7 @@ func TestConsumerGroupJoinsAndLeaves(t *testing.T) {
 		ms[i].cl.Close() // leaves (epoch -1)
 		wait.Until(t, 20*time.Second, "the remaining members to own everything", func() bool { return led.balanced(2 - i) })
 	}
-	acked := prod.stop(t)
+	acked := prod.Stop(t)
 	wait.Until(t, 20*time.Second, "every acknowledged record processed", func() bool { return led.covers(acked) })
 	ms[2].stop()
 	led.mu.Lock()
@@ -210,7 +210,7 @@ func TestConsumerGroupStaticRejoin(t *testing.T) {
 	}
 	led.mu.Unlock()
 	wait.Until(t, 20*time.Second, "records after the rejoin to be processed", func() bool { return led.processedCount() > 0 && len(led.owned(3)) > 0 })
-	acked := prod.stop(t)
+	acked := prod.Stop(t)
 	wait.Until(t, 20*time.Second, "every acknowledged record to be processed", func() bool { return led.covers(acked) })
 	for _, m := range append(ms[1:], back) {
 		m.stop()

@@ -53,7 +53,7 @@ func runKillScenarios(t *testing.T, scs []*killScenario) {
 	// after each group noticed the kill, which the members must process too.
 	for _, s := range scs {
 		wait.Until(t, 20*time.Second, s.name+": records acknowledged after the rebalance", func() bool {
-			return s.prod.ackedBetween(s.noticed, time.Now().Add(time.Hour)) >= 20
+			return s.prod.AckedBetween(s.noticed, time.Now().Add(time.Hour)) >= 20
 		})
 	}
 	for _, s := range scs {
@@ -67,7 +67,7 @@ const killTopicPartitions = 6
 type killScenario struct {
 	name     string
 	led      *groupLedger
-	prod     *bgProducer
+	prod     *kawatest.Producer
 	members  []*loopMember
 	moved    []int32 // the victim's partitions when it was killed
 	killedAt time.Time
@@ -96,7 +96,7 @@ func (s *killScenario) kill() {
 // processed, stops the members and checks the ledger.
 func (s *killScenario) finish(t *testing.T) {
 	noticed := s.noticed
-	acked := s.prod.stop(t)
+	acked := s.prod.Stop(t)
 	led := s.led
 	wait.Until(t, 20*time.Second, s.name+": every acknowledged record processed", func() bool { return led.covers(acked) })
 	for _, m := range s.members[1:] {
@@ -118,7 +118,7 @@ func (s *killScenario) finish(t *testing.T) {
 	if led.commitErrs > 0 {
 		t.Errorf("%s: %d commits failed", s.name, led.commitErrs)
 	}
-	during := s.prod.ackedBetween(s.killedAt, noticed)
+	during := s.prod.AckedBetween(s.killedAt, noticed)
 	if during == 0 {
 		t.Errorf("%s: no record was produced during the rebalance", s.name)
 	}
@@ -294,11 +294,11 @@ func (l *groupLedger) processedCount() int {
 	return n
 }
 
-func (l *groupLedger) covers(acked []produceAck) bool {
+func (l *groupLedger) covers(acked []kawatest.Ack) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, a := range acked {
-		if l.processed[a.partition][a.offset] == 0 {
+		if l.processed[a.Partition][a.Offset] == 0 {
 			return false
 		}
 	}
@@ -397,73 +397,8 @@ func (m *loopMember) stop() {
 	})
 }
 
-// produceAck is one acknowledged produce.
-type produceAck struct {
-	partition int32
-	offset    int64
-	at        time.Time
-}
-
-// bgProducer writes one record every 2 ms round-robin over the partitions
-// and records every acknowledgement.
-type bgProducer struct {
-	cl   *kgo.Client
-	mu   sync.Mutex
-	acks []produceAck
-	quit chan struct{}
-	done chan struct{}
-}
-
-func startBgProducer(t *testing.T, k *kawatest.Broker, topic string, partitions int32) *bgProducer {
-	p := &bgProducer{cl: k.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(topic)),
-		quit: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-p.quit:
-				return
-			case <-tick.C:
-			}
-			p.cl.Produce(context.Background(), &kgo.Record{Partition: int32(i) % partitions, Value: []byte("x")}, p.record)
-		}
-	}()
-	return p
-}
-
-func (p *bgProducer) record(r *kgo.Record, err error) {
-	if err != nil {
-		return
-	}
-	p.mu.Lock()
-	p.acks = append(p.acks, produceAck{r.Partition, r.Offset, time.Now()})
-	p.mu.Unlock()
-}
-
-// stop ends production, waits for outstanding acks, returns them all.
-func (p *bgProducer) stop(t *testing.T) []produceAck {
-	close(p.quit)
-	<-p.done
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := p.cl.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]produceAck(nil), p.acks...)
-}
-
-func (p *bgProducer) ackedBetween(from, to time.Time) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for _, a := range p.acks {
-		if a.at.After(from) && a.at.Before(to) {
-			n++
-		}
-	}
-	return n
+// startBgProducer writes one record every 2 ms round-robin over topic's
+// partitions (kawatest.Producer) and records every acknowledgement.
+func startBgProducer(t *testing.T, k *kawatest.Broker, topic string, partitions int32) *kawatest.Producer {
+	return kawatest.StartProducer(t, k.Client(kgo.RecordPartitioner(kgo.ManualPartitioner())), topic, partitions)
 }
