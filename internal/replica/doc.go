@@ -13,27 +13,29 @@
 // NOT_LEADER_OR_FOLLOWER rather than forwarding a produce). See Scheduler for the goroutines, locks and
 // failure handling.
 //
+// BatchLog is the LogStore over the partition log (internal/log with Options.Raft), as designed below: one
+// raft entry is one Kafka record batch written once in the segments, raft's own entries internal batches.
 // FileLog is the reference LogStore: one append-only file of CRC'd records per group, all entries held in
-// memory, no compaction. It exists so the scheduler and the simulation run on a real (crash-clone) file system
-// before the partition log carries raft entries.
+// memory, no compaction; the scheduler's tests and the first simulation run on it.
 //
 // The deterministic simulation (sim_test.go; `go test ./internal/replica -run 'TestSim$' -seed N -v` replays
-// seed N with a trace) runs 3- and 5-node clusters of many groups on virtual time over a lossy, delaying,
-// reordering, partitioning network, with crashes that lose unsynced writes between and in the middle of
+// seed N with a trace; TestSimBatchLog runs it over BatchLog with Kafka batches as proposals) runs 3- and
+// 5-node clusters of many groups on virtual time over a lossy, delaying, reordering, partitioning network,
+// with crashes that lose unsynced writes between and in the middle of
 // cycles, and checks: committed entries never change or get lost, no proposal commits twice, one leader per
 // term, restarted nodes' durable logs agree with the committed prefix, and every sent message depends only on
-// durable state.
+// durable state; over BatchLog also that every node stores each committed data entry at the same Kafka
+// offset and that offsets run contiguously over the data entries.
 //
 // # Not yet (in order)
 //
-//  1. LogStore over the partition log (internal/log), designed below.
-//  2. Transport: built in internal/replica/raftnet (one TCP connection per node pair for all groups, heartbeats
+//  1. Transport: built in internal/replica/raftnet (one TCP connection per node pair for all groups, heartbeats
 //     coalesced, snapshots streamed apart through a SnapshotStore; Scheduler.ReportUnreachable and
 //     ReportSnapshot are its reports to raft). The SnapshotStore over the partition log is still to build.
-//  3. Snapshots and log compaction (retention moves FirstIndex; a follower behind it gets the partition's
+//  2. Snapshots and log compaction (retention moves FirstIndex; a follower behind it gets the partition's
 //     prefix as "log starts at offset X" plus producer and transaction state, replacing its prefix
 //     wholesale); membership changes (ConfChangeV2: learner, then voter); leadership transfer.
-//  4. The metadata group, Kafka semantics on raft (acks, HW from the commit index, producer state applied
+//  3. The metadata group, Kafka semantics on raft (acks, HW from the commit index, producer state applied
 //     from committed entries, coordinators as leaders of their internal partitions), `kawa serve --peers`.
 //
 // # Design: raft storage over the partition log
@@ -96,4 +98,14 @@
 // state a scan of the batches cannot give, once retention removes older segments).
 //
 // Open questions:
+//   - BatchLog refuses (and so fails the group on every replica) a normal entry that is not one Kafka batch, or
+//     one carrying attribute bit 14: the leader's produce path must refuse such a batch before proposing it
+//     (CORRUPT_MESSAGE), or one bad client batch would stop the partition.
+//   - Raft hands Apply the proposal's bytes while the entry is in its memory, the stored bytes (offsets and
+//     epoch assigned) after a restart; the partition's apply must take offsets from the log, not the entry.
+//   - Proposals carry no offset, so Append checks the assigned base offset against this replica's own
+//     raft-index → offset map; a leader stamping its offsets into the proposal would let every follower
+//     check against the leader's too, but needs the partition to track offsets of in-flight proposals.
+//   - Compaction (ReplaceSegment) is refused on a raft log and retention must stay off until snapshots exist:
+//     both move or renumber raft indexes.
 package replica

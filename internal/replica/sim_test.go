@@ -13,10 +13,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"testing/cryptotest"
 	"time"
 
+	"github.com/kawa-broker/kawa/internal/batch"
+	"github.com/kawa-broker/kawa/internal/log"
 	"github.com/kawa-broker/kawa/internal/vfs"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -54,6 +57,13 @@ type simConfig struct {
 	faults        bool
 	lyingFsync    bool // File.Sync does nothing: the checkers must catch the loss
 	checkSends    bool // check every sent message against what a power cut at that moment would leave
+	// batchLog runs the groups on BatchLog (the partition log) instead of FileLog, with Kafka batches as
+	// proposals, and checks Kafka offsets too: every node stores each committed data entry at the same
+	// offset, and offsets run contiguously over the data entries (raft's own entries take none).
+	batchLog bool
+	// offsetBug (with batchLog): node 1 reads its data entries back one offset too high, a bug only the
+	// offset check can see.
+	offsetBug bool
 }
 
 type simEvent struct {
@@ -104,6 +114,7 @@ type sim struct {
 	faulting bool
 
 	committed map[GroupID][]entryRec
+	offsets   map[GroupID][]int64           // batchLog: base offset of each committed index as first checked (-1: not data)
 	leaders   map[GroupID]map[uint64]uint64 // term → leader
 	proposals int
 	stats     simStats
@@ -122,10 +133,17 @@ func (a *simStats) add(b simStats) {
 	a.truncations += b.truncations
 }
 
+// simLog is a group's LogStore in the simulation: a FileLog or a BatchLog.
+type simLog interface {
+	LogStore
+	Close() error
+}
+
 // truncLog counts appends that replace a conflicting suffix.
 type truncLog struct {
-	*FileLog
-	s *sim
+	simLog
+	s    *sim
+	node uint64
 }
 
 func (l truncLog) Append(ents []*pb.Entry) error {
@@ -133,7 +151,34 @@ func (l truncLog) Append(ents []*pb.Entry) error {
 		l.s.stats.truncations++
 		l.s.logf("log truncated at index %d (was at %d)", ents[0].GetIndex(), last)
 	}
-	return l.FileLog.Append(ents)
+	return l.simLog.Append(ents)
+}
+
+// Entries applies the offsetBug, if configured, on node 1.
+func (l truncLog) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
+	ents, err := l.simLog.Entries(lo, hi, maxSize)
+	if !l.s.cfg.offsetBug || l.node != 1 {
+		return ents, err
+	}
+	for i, e := range ents {
+		if h, herr := batch.ParseHeader(e.GetData()); herr == nil && e.GetType() == pb.EntryType_EntryNormal {
+			d := slices.Clone(e.GetData())
+			batch.SetBaseOffset(d, h.BaseOffset+1)
+			ents[i] = &pb.Entry{Index: e.Index, Term: e.Term, Type: e.Type, Data: d}
+		}
+	}
+	return ents, err
+}
+
+// openLog opens group g's log on fsys. A BatchLog gets a file cache of its own, so no descriptor is ever
+// closed and reopened behind the simulation's back (the armed power cut counts file operations).
+func (s *sim) openLog(fsys vfs.FS, files *log.FileCache, g GroupID) (simLog, error) {
+	if !s.cfg.batchLog {
+		return OpenFileLog(fsys, "/raft/group-"+strconv.Itoa(int(g))+".log")
+	}
+	return OpenBatchLog("/raft/group-"+strconv.Itoa(int(g)), log.Options{
+		FS: fsys, Files: files, SegmentBytes: 2048, IndexIntervalBytes: 256, Logger: slog.New(slog.DiscardHandler),
+	})
 }
 
 type simNode struct {
@@ -141,7 +186,7 @@ type simNode struct {
 	id    uint64
 	mem   *vfs.MemFS
 	sched *Scheduler
-	logs  map[GroupID]*FileLog
+	logs  map[GroupID]simLog
 	sms   map[GroupID]*simSM
 	up    bool
 	// Crash in the middle of a cycle: after opsLeft more file operations, every operation fails.
@@ -187,6 +232,7 @@ func newSim(cfg simConfig, seed uint64) *sim {
 		dirty:     map[*simNode]bool{},
 		blocked:   map[[2]uint64]bool{},
 		committed: map[GroupID][]entryRec{},
+		offsets:   map[GroupID][]int64{},
 		leaders:   map[GroupID]map[uint64]uint64{},
 		maxDelay:  1,
 	}
@@ -214,7 +260,9 @@ func (s *sim) voters() []uint64 {
 func (n *simNode) fs() vfs.FS {
 	inner := vfs.FS(n.mem)
 	if n.s.cfg.lyingFsync {
-		inner = lyingFS{n.mem}
+		// Over BatchLog the segments' .raft files stay honest: a lost one is corruption that Open reports
+		// at once, and the point is to see raft's checkers catch lost entries.
+		inner = lyingFS{n.mem, n.s.cfg.batchLog}
 	}
 	return vfs.NewErrorFS(inner, func(op, name string) error {
 		if !n.powered {
@@ -249,28 +297,30 @@ func (n *simNode) start() {
 		return
 	}
 	n.sched = sched
-	n.logs = map[GroupID]*FileLog{}
+	n.logs = map[GroupID]simLog{}
 	n.sms = map[GroupID]*simSM{}
+	files := log.NewFileCache(1 << 20)
 	for g := GroupID(1); g <= GroupID(s.cfg.groups); g++ {
-		lg, err := OpenFileLog(fsys, "/raft/group-"+strconv.Itoa(int(g))+".log")
+		lg, err := s.openLog(fsys, files, g)
 		if err != nil {
 			s.violate("node %d group %d: open log: %v", n.id, g, err)
 			return
 		}
 		n.checkDurablePrefix(g, lg, sched.hs.get(g))
 		sm := &simSM{n: n, g: g}
-		if err := sched.AddGroup(g, truncLog{lg, s}, s.voters(), sm); err != nil {
+		tl := truncLog{lg, s, n.id}
+		if err := sched.AddGroup(g, tl, s.voters(), sm); err != nil {
 			s.violate("node %d group %d: add: %v", n.id, g, err)
 			return
 		}
-		n.logs[g], n.sms[g] = lg, sm
+		n.logs[g], n.sms[g] = tl, sm
 	}
 	s.logf("node %d: up", n.id)
 	s.dirty[n] = true
 }
 
 // checkDurablePrefix: what survived on disk up to the durable commit index is what the cluster committed.
-func (n *simNode) checkDurablePrefix(g GroupID, lg *FileLog, hs *pb.HardState) {
+func (n *simNode) checkDurablePrefix(g GroupID, lg simLog, hs *pb.HardState) {
 	last, _ := lg.LastIndex()
 	if hs.GetCommit() > last {
 		n.s.violate("node %d group %d: durable commit %d beyond durable log end %d", n.id, g, hs.GetCommit(), last)
@@ -279,7 +329,7 @@ func (n *simNode) checkDurablePrefix(g GroupID, lg *FileLog, hs *pb.HardState) {
 	n.s.checkLog(n, g, lg, min(hs.GetCommit(), uint64(len(n.s.committed[g]))))
 }
 
-func (s *sim) checkLog(n *simNode, g GroupID, lg *FileLog, upTo uint64) {
+func (s *sim) checkLog(n *simNode, g GroupID, lg simLog, upTo uint64) {
 	if upTo == 0 {
 		return
 	}
@@ -294,20 +344,68 @@ func (s *sim) checkLog(n *simNode, g GroupID, lg *FileLog, upTo uint64) {
 			return
 		}
 	}
+	if s.cfg.batchLog {
+		s.checkOffsets(n, g, ents)
+	}
 }
 
-func rec(e *pb.Entry) entryRec { return entryRec{e.GetTerm(), e.GetType(), string(e.GetData())} }
+// checkOffsets (BatchLog): the stored committed entries' Kafka offsets run contiguously from 0 over the data
+// entries, and every node stores each one at the offset the first node checked had.
+func (s *sim) checkOffsets(n *simNode, g GroupID, ents []*pb.Entry) {
+	offs := s.offsets[g]
+	var next int64
+	for i, e := range ents {
+		off := int64(-1) // raft's own entries take no offset
+		if e.GetType() == pb.EntryType_EntryNormal && len(e.GetData()) > 0 {
+			h, err := batch.ParseHeader(e.GetData())
+			if err != nil || h.BaseOffset != next {
+				s.violate("node %d group %d: index %d stored at offset %d, the data entries before it end at %d (%v)", n.id, g, i+1, h.BaseOffset, next, err)
+				return
+			}
+			off, next = h.BaseOffset, h.LastOffset()+1
+		}
+		if i == len(offs) {
+			offs = append(offs, off)
+		} else if offs[i] != off {
+			s.violate("node %d group %d: committed index %d at offset %d, another node has it at %d", n.id, g, i+1, off, offs[i])
+			return
+		}
+	}
+	s.offsets[g] = offs
+}
+
+// rec is what the checkers compare of an entry. A Kafka batch's base offset and partitionLeaderEpoch (outside
+// its CRC) are left out: raft hands out the proposal's bytes until it reads the entry back from a BatchLog,
+// which has them assigned (checkOffsets checks those).
+// proposalName is the proposal's name ("g1-p5"): the data, or the records' value of a Kafka batch.
+func proposalName(e *pb.Entry) string {
+	if recs, err := batch.Records(e.GetData()); err == nil && len(recs) > 0 {
+		return string(recs[0].Value)
+	}
+	return string(e.GetData())
+}
+
+func rec(e *pb.Entry) entryRec {
+	d := e.GetData()
+	if e.GetType() == pb.EntryType_EntryNormal && len(d) >= batch.HeaderSize && d[16] == 2 {
+		d = slices.Clone(d)
+		clear(d[0:8])
+		clear(d[12:16])
+	}
+	return entryRec{e.GetTerm(), e.GetType(), string(d)}
+}
 
 func (n *simNode) crash() {
 	if !n.up {
 		return
 	}
 	n.sched.Close()
+	// The clone comes first: closing a BatchLog fsyncs it, which a power cut would not have done.
+	n.mem = n.mem.CrashCloneFunc(n.s.tornTail)
 	for _, lg := range n.logs {
 		lg.Close()
 	}
 	n.up = false
-	n.mem = n.mem.CrashCloneFunc(n.s.tornTail)
 	n.s.stats.crashes++
 	n.s.logf("node %d: crashed", n.id)
 }
@@ -357,11 +455,12 @@ func (n *simNode) checkSends(msgs []Message) {
 		s.violate("node %d: durable hardstate: %v", n.id, err)
 		return
 	}
-	logs := map[GroupID]*FileLog{}
+	logs := map[GroupID]simLog{}
+	files := log.NewFileCache(1 << 20)
 	for _, m := range msgs {
 		lg := logs[m.Group]
 		if lg == nil {
-			if lg, err = OpenFileLog(clone, "/raft/group-"+strconv.Itoa(int(m.Group))+".log"); err != nil {
+			if lg, err = s.openLog(clone, files, m.Group); err != nil {
 				s.violate("node %d: durable log: %v", n.id, err)
 				return
 			}
@@ -402,11 +501,12 @@ func (sm *simSM) Apply(ents []*pb.Entry) {
 				s.violate("node %d group %d: committed index %d changed from %+v to %+v", sm.n.id, sm.g, e.GetIndex(), c[e.GetIndex()-1], rec(e))
 			}
 		default:
-			if len(e.GetData()) > 0 && slices.ContainsFunc(c, func(r entryRec) bool { return r.data == string(e.GetData()) }) {
-				s.violate("group %d: proposal %q committed twice (index %d)", sm.g, e.GetData(), e.GetIndex())
+			r := rec(e)
+			if len(e.GetData()) > 0 && slices.ContainsFunc(c, func(c entryRec) bool { return c.data == r.data }) {
+				s.violate("group %d: proposal %q committed twice (index %d)", sm.g, proposalName(e), e.GetIndex())
 			}
-			s.committed[sm.g] = append(c, rec(e))
-			s.logf("group %d: commit %d %q (term %d, on node %d)", sm.g, e.GetIndex(), e.GetData(), e.GetTerm(), sm.n.id)
+			s.committed[sm.g] = append(c, r)
+			s.logf("group %d: commit %d %q (term %d, on node %d)", sm.g, e.GetIndex(), proposalName(e), e.GetTerm(), sm.n.id)
 		}
 	}
 }
@@ -454,13 +554,17 @@ func (s *sim) tornTail(name string, synced, current []byte) []byte {
 	return out
 }
 
-// lyingFS is a MemFS whose files' Sync does nothing, so nothing ever becomes durable.
-type lyingFS struct{ *vfs.MemFS }
+// lyingFS is a MemFS whose files' Sync does nothing, so nothing ever becomes durable (with honestRaft,
+// except <base>.raft files).
+type lyingFS struct {
+	*vfs.MemFS
+	honestRaft bool
+}
 
 func (l lyingFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
 	f, err := l.MemFS.OpenFile(name, flag, perm)
-	if err != nil {
-		return nil, err
+	if err != nil || l.honestRaft && strings.Contains(filepath.Base(name), ".raft") {
+		return f, err
 	}
 	return lyingFile{f}, nil
 }
@@ -511,8 +615,11 @@ func (s *sim) proposeLoop(at int64) {
 		}
 		if n.up {
 			s.proposals++
-			data := fmt.Sprintf("g%d-p%d", g, s.proposals)
-			if err := n.sched.Propose(g, []byte(data)); err == nil {
+			data := []byte(fmt.Sprintf("g%d-p%d", g, s.proposals))
+			if s.cfg.batchLog {
+				data = kafkaBatch(string(data), 1+s.rng.IntN(3))
+			}
+			if err := n.sched.Propose(g, data); err == nil {
 				s.dirty[n] = true
 			}
 		}
@@ -715,13 +822,17 @@ func clusters() []simConfig {
 // TestSim runs the simulation over many seeds (-seeds or $KAWA_SIM_SEEDS per cluster size; seed s of the
 // 5-node cluster is 1,000,000+s; $KAWA_SIM_GROUPS groups). A failure prints the one command that replays it
 // with a trace.
-func TestSim(t *testing.T) {
+func TestSim(t *testing.T) { runSimSeeds(t, "TestSim", false) }
+
+// runSimSeeds is TestSim (name) over FileLog, or over BatchLog with batchLog.
+func runSimSeeds(t *testing.T, name string, batchLog bool) {
 	if *seedFlag >= 0 {
 		seed := uint64(*seedFlag)
 		cfg := clusters()[0]
 		if seed >= 1_000_000 {
 			cfg = clusters()[1]
 		}
+		cfg.batchLog = batchLog
 		cryptotest.SetGlobalRandom(t, seed)
 		s := newSim(cfg, seed)
 		s.trace = func(l string) { t.Log(l) }
@@ -736,6 +847,7 @@ func TestSim(t *testing.T) {
 	var proposals, commits int
 	var stats simStats
 	for ci, cfg := range clusters() {
+		cfg.batchLog = batchLog
 		for i := range n {
 			seed := uint64(ci*1_000_000 + i)
 			cryptotest.SetGlobalRandom(t, seed)
@@ -745,7 +857,7 @@ func TestSim(t *testing.T) {
 				if cfg.groups != simClusters[ci].groups {
 					env = fmt.Sprintf("KAWA_SIM_GROUPS=%d ", cfg.groups)
 				}
-				t.Fatalf("seed %d (%d nodes, %d groups): %v\nreproduce: %sgo test ./internal/replica -run 'TestSim$' -seed %d -v", seed, cfg.nodes, cfg.groups, err, env, seed)
+				t.Fatalf("seed %d (%d nodes, %d groups, BatchLog %v): %v\nreproduce: %sgo test ./internal/replica -run '%s$' -seed %d -v", seed, cfg.nodes, cfg.groups, batchLog, err, env, name, seed)
 			}
 			proposals += s.proposals
 			stats.add(s.stats)
@@ -780,12 +892,18 @@ func TestSimReplaysExactly(t *testing.T) {
 // cut at that moment would leave (see checkSends); the whole HardState and log are cloned per send, so this
 // runs fewer seeds than TestSim.
 func TestSimSendsFollowDurableState(t *testing.T) {
-	for seed := range uint64(2) {
-		cryptotest.SetGlobalRandom(t, seed)
-		cfg := simClusters[0]
-		cfg.checkSends = true
-		if err := newSim(cfg, seed).run(); err != nil {
-			t.Fatalf("seed %d: %v", seed, err)
+	for _, batchLog := range []bool{false, true} {
+		seeds := uint64(2)
+		if batchLog {
+			seeds = 1 // recovering every BatchLog of the clone per send is slow
+		}
+		for seed := range seeds {
+			cryptotest.SetGlobalRandom(t, seed)
+			cfg := simClusters[0]
+			cfg.checkSends, cfg.batchLog = true, batchLog
+			if err := newSim(cfg, seed).run(); err != nil {
+				t.Fatalf("seed %d (BatchLog %v): %v", seed, batchLog, err)
+			}
 		}
 	}
 }
@@ -803,4 +921,34 @@ func TestSimCatchesLyingFsync(t *testing.T) {
 		}
 	}
 	t.Fatal("50 seeds with a lying fsync and crashes, and no checker noticed")
+}
+
+// TestSimBatchLog runs the simulation over BatchLog, the partition log (TestSim's seeds, faults and flags),
+// with Kafka batches as proposals and the offset check added.
+func TestSimBatchLog(t *testing.T) { runSimSeeds(t, "TestSimBatchLog", true) }
+
+// TestSimBatchLogCatchesBugs: over BatchLog, a lying fsync and a replica reading its entries back at the wrong
+// Kafka offset are each caught on some seed.
+func TestSimBatchLogCatchesBugs(t *testing.T) {
+	for name, bug := range map[string]func(*simConfig){
+		"lying fsync": func(c *simConfig) { c.lyingFsync = true },
+		"offset bug":  func(c *simConfig) { c.offsetBug = true },
+	} {
+		caught := false
+		for seed := range uint64(50) {
+			cryptotest.SetGlobalRandom(t, seed)
+			cfg := simClusters[0]
+			cfg.batchLog = true
+			bug(&cfg)
+			// A log that fails to open is caught too, but says nothing of the checkers.
+			if err := newSim(cfg, seed).run(); err != nil && !strings.Contains(err.Error(), "open log") {
+				t.Logf("%s: seed %d: caught: %v", name, seed, err)
+				caught = true
+				break
+			}
+		}
+		if !caught {
+			t.Errorf("%s: 50 seeds over BatchLog and no checker noticed", name)
+		}
+	}
 }
