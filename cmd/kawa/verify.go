@@ -23,8 +23,8 @@ Runs real client workloads for each delivery semantic, injects faults on a
 schedule derived from --seed, records every send, read and commit, and checks
 the history: lost acknowledged writes, duplicates, order, aborted and torn
 transactional reads, commits past what was processed or produced, reads past
-the LSO. --semantics share (not in "all") adds a KIP-932 share-group
-workload: three members on a two-partition topic acknowledging at random
+the LSO. The default semantics are all (at-most-once, at-least-once,
+exactly-once) plus share, a KIP-932 share-group workload: three members on a two-partition topic acknowledging at random
 (poison records always released), checked for records neither accepted,
 rejected nor archived at the delivery-count limit, redelivery after a
 confirmed accept or reject, delivery counts past the limit or not rising,
@@ -51,7 +51,7 @@ func runVerify(args []string, stdin io.Reader, stdout io.Writer) error {
 		return verify.WorkerMain(args[1:], stdin, stdout)
 	}
 	fs := cli.NewFlagSet("verify", verifySynopsis)
-	semantics := fs.String("semantics", "all", "at-most-once, at-least-once, exactly-once, share (comma-separated) or all (the first three)")
+	semantics := fs.String("semantics", "all,share", "at-most-once, at-least-once, exactly-once, share, or all (the first three); comma-separated")
 	faults := fs.String("faults", "", "comma-separated faults (default kill,client-crash with --spawn, client-crash with --brokers)")
 	duration := fs.Duration("duration", 60*time.Second, "how long the workloads run (draining and checking come after)")
 	brokers := fs.String("brokers", "", "drive this external broker (`host:port`) instead of spawning one")

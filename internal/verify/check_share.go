@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // The share-group (KIP-932) checks. A record's deliveries are told apart
@@ -60,15 +61,24 @@ func (ix *index) addShare(e *Event) {
 	}
 }
 
+// shareDropWindow bounds how long after a drop fault on ShareFetch is
+// armed the proxy drops a response: the next ShareFetch answered, within
+// one long poll (franz-go's FetchMaxWait, 5 s) of the members polling.
+const shareDropWindow = 10 * time.Second
+
 // noteHider records events that may hide a share acquisition.
 func (ix *index) noteHider(e *Event) {
+	t := e.T
 	switch {
 	case e.Kind == KindFault && (e.Fault == string(FaultKill) || e.Fault == string(FaultPowerCut) || e.Fault == string(FaultPause)):
+	case e.Kind == KindFault && e.Fault == string(FaultDrop) && e.W == fmt.Sprintf("api %d", apiShareFetch):
+		// Armed at T, the drop happens at the next ShareFetch response.
+		t += int64(shareDropWindow)
 	case e.Kind == KindExit && ix.isShareMember(e.W):
 	default:
 		return
 	}
-	ix.share.hidersT = append(ix.share.hidersT, e.T)
+	ix.share.hidersT = append(ix.share.hidersT, t)
 }
 
 // isShareMember reports whether worker instance w ("<slot>.<n>") belongs

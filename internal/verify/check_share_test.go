@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -194,20 +195,26 @@ func TestCheckShareHiddenAcquisitions(t *testing.T) {
 		count   int32 // the last seen delivery of :2, released
 		kills   int   // broker kills after it
 		exits   int   // share members exiting after it
+		drop    int16 // a drop fault on this API armed just before it
 		lost    int
 		cutDown int
 	}{
-		{"one below the limit, one kill after", 3, 1, 0, 0, 1},
-		{"one below the limit, a member exit after", 3, 0, 1, 0, 1},
-		{"two below the limit, one kill after", 2, 1, 0, 1, 0},
-		{"two below the limit, a kill and an exit after", 2, 1, 1, 0, 1},
-		{"one below the limit, nothing after", 3, 0, 0, 1, 0},
+		{"one below the limit, a ShareFetch response dropped", 3, 0, 0, apiShareFetch, 0, 1},
+		{"one below the limit, a ShareAcknowledge response dropped", 3, 0, 0, apiShareAcknowledge, 1, 0},
+		{"one below the limit, one kill after", 3, 1, 0, 0, 0, 1},
+		{"one below the limit, a member exit after", 3, 0, 1, 0, 0, 1},
+		{"two below the limit, one kill after", 2, 1, 0, 0, 1, 0},
+		{"two below the limit, a kill and an exit after", 2, 1, 1, 0, 0, 1},
+		{"one below the limit, nothing after", 3, 0, 0, 0, 1, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			b := newShareBuilder()
 			b.removeAll(func(e *Event) bool { return e.ID == "shr-p0.1:2" && (e.Kind == KindDeliver || e.Kind == KindShareAck) })
+			if c.drop != 0 {
+				b.add(Event{Kind: KindFault, Fault: string(FaultDrop), W: fmt.Sprintf("api %d", c.drop)})
+			}
 			b.deliver("shr-p0.1:2", 0, 1, "shr-m1.1", c.count, AckRelease, true)
 			for range c.kills {
 				b.add(Event{Kind: KindFault, Fault: string(FaultKill), W: "broker"})
@@ -241,8 +248,11 @@ func TestShareExpectations(t *testing.T) {
 			t.Errorf("Expectations(share, %s) = %s, want %s", c, got, want)
 		}
 	}
-	if _, err := ParseSemantics("share,at-least-once"); err != nil {
-		t.Error(err)
+	if got, err := ParseSemantics("share,at-least-once"); err != nil || !reflect.DeepEqual(got, []Semantic{Share, AtLeastOnce}) {
+		t.Errorf("share,at-least-once: %v %v", got, err)
+	}
+	if got, err := ParseSemantics("all,share,exactly-once"); err != nil || !reflect.DeepEqual(got, append(slices.Clone(AllSemantics), Share)) {
+		t.Errorf("all,share: %v %v", got, err)
 	}
 	if all, _ := ParseSemantics("all"); len(all) != 3 {
 		t.Errorf("all = %v: share is selected by name", all)

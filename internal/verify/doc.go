@@ -28,7 +28,11 @@
 // for exactly-once two idempotent producers into a pipeline of two
 // transactional consume-transform-produce members (kgo.GroupTransactSession),
 // two writers of multi-partition transactions (a quarter aborted on purpose)
-// and a read_committed and a read_uncommitted reader. Every record carries
+// and a read_committed and a read_uncommitted reader; for share (KIP-932)
+// two idempotent producers into a two-partition topic read by a share
+// group of three members that accept, release and reject at random (poison
+// records always released), with the group's delivery-count limit and lock
+// duration set at setup. Every record carries
 // a unique id "<producer instance>:<seq>" (and "@<txn tag>" when written in a
 // transaction). Each slot runs one worker, normally a subprocess (`kawa
 // verify worker SPEC`), so the client-crash fault is a real SIGKILL mid-batch
@@ -41,7 +45,9 @@
 // After Duration the controller stops producers and writers, waits for the
 // groups to commit up to the log end (giving up on a group whose commits
 // stand still for ten seconds), stops the consumers, records end offsets
-// and committed offsets, writes a fence record to every partition, lets the
+// and committed offsets (a share group is drained by one more member that
+// accepts everything but poison, until its share-partition start offsets
+// reach the log end, and they are recorded too), writes a fence record to every partition, lets the
 // readers read up to the fences (for read_committed that needs the LSO to
 // pass every transaction) and scans every topic itself, read_uncommitted
 // and read_committed. CheckHistory then counts each anomaly per semantic;

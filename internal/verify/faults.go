@@ -75,14 +75,42 @@ type ScheduledFault struct {
 	At     time.Duration `json:"at"`               // since the run started
 	Kind   FaultKind     `json:"kind"`             //
 	Dur    time.Duration `json:"dur,omitempty"`    // kill: down time; pause: stopped time; slow: window
-	Target int           `json:"target,omitempty"` // client-crash: pick among crashable slots; drop: pick among dropAPIs
+	Target int           `json:"target,omitempty"` // client-crash: pick among crashable slots; drop: pick among the run's drop APIs
 	Delay  time.Duration `json:"delay,omitempty"`  // slow: added latency per response
 }
 
 // dropAPIs are the requests whose response the drop fault loses: Produce,
 // OffsetCommit, EndTxn and TxnOffsetCommit, the acknowledgements the
-// semantics hinge on.
+// semantics hinge on (a run drops those its workloads send, planDropAPIs).
 var dropAPIs = []int16{0, 8, 26, 28}
+
+// planDropAPIs are the drop fault's APIs for a run of plan: the ones its
+// workloads send (a drop armed for an API nobody sends is never injected).
+// Without a share group and with every classic semantic that is dropAPIs.
+func planDropAPIs(plan *Plan) []int16 {
+	out := []int16{0}
+	if len(plan.Groups) > 0 {
+		out = append(out, 8)
+	}
+	if plan.topicOf(ExactlyOnce, RoleIn) != "" {
+		out = append(out, 26, 28)
+	}
+	if len(plan.ShareGroups) > 0 {
+		out = append(out, shareDropAPIs...)
+	}
+	return out
+}
+
+// shareDropAPIs are ShareFetch (its acquisitions, and the acknowledgements
+// it carries, unseen by the member) and ShareAcknowledge (acknowledgements
+// with an unknown outcome).
+var shareDropAPIs = []int16{apiShareFetch, apiShareAcknowledge}
+
+// KIP-932 API keys.
+const (
+	apiShareFetch       = 78
+	apiShareAcknowledge = 79
+)
 
 // Schedule derives the fault schedule from seed alone, so a run is
 // repeatable: faults start after a tenth of the run, stop at eight tenths
@@ -107,7 +135,7 @@ func Schedule(seed uint64, kinds []FaultKind, d, pause time.Duration) []Schedule
 		case FaultClientCrash:
 			f.Target = rng.IntN(1 << 16)
 		case FaultDrop:
-			f.Target = rng.IntN(len(dropAPIs))
+			f.Target = rng.IntN(1 << 16)
 		case FaultSlow:
 			f.Dur = 2*time.Second + time.Duration(rng.Int64N(int64(3*time.Second)))
 			f.Delay = 100*time.Millisecond + time.Duration(rng.Int64N(int64(400*time.Millisecond)))
@@ -138,6 +166,7 @@ type injector struct {
 	broker BrokerControl
 	net    NetFaults
 	sup    *Supervisor
+	drops  []int16 // the drop fault's APIs; dropAPIs when nil
 	emit   Emit
 	start  time.Time
 	count  atomic.Int64
@@ -199,7 +228,11 @@ func (in *injector) apply(ctx context.Context, f ScheduledFault) (string, error)
 		}
 		return name, nil
 	case FaultDrop:
-		key := dropAPIs[f.Target%len(dropAPIs)]
+		apis := in.drops
+		if apis == nil {
+			apis = dropAPIs
+		}
+		key := apis[f.Target%len(apis)]
 		in.net.DropResponse(key)
 		return fmt.Sprintf("api %d", key), nil
 	case FaultSlow:

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -104,5 +105,23 @@ func TestPowerCutNeedsAPowerCutter(t *testing.T) {
 	err := cfg.validate()
 	if err == nil || !strings.Contains(err.Error(), "cmd/kawa-powercut") {
 		t.Fatalf("validate = %v, want a refusal naming cmd/kawa-powercut", err)
+	}
+}
+
+func TestPlanDropAPIs(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		sems []Semantic
+		want []int16
+	}{
+		{AllSemantics, dropAPIs},
+		{[]Semantic{Share}, []int16{0, apiShareFetch, apiShareAcknowledge}},
+		{[]Semantic{AtLeastOnce, Share}, []int16{0, 8, apiShareFetch, apiShareAcknowledge}},
+		{[]Semantic{ExactlyOnce}, []int16{0, 8, 26, 28}},
+	}
+	for _, c := range cases {
+		if got := planDropAPIs(NewPlan(PlanOptions{RunID: "t", Semantics: c.sems})); !slices.Equal(got, c.want) {
+			t.Errorf("%v: %v, want %v", c.sems, got, c.want)
+		}
 	}
 }

@@ -25,24 +25,25 @@ const (
 // not among them: it is selected by name (--semantics share, or a list).
 var AllSemantics = []Semantic{AtMostOnce, AtLeastOnce, ExactlyOnce}
 
-// ParseSemantics parses "at-most-once|at-least-once|exactly-once|share|all"
-// or a comma-separated list of them.
+// ParseSemantics parses a comma-separated list of at-most-once,
+// at-least-once, exactly-once, share and all (the first three).
 func ParseSemantics(s string) ([]Semantic, error) {
-	if s == "all" {
-		return AllSemantics, nil
-	}
 	var out []Semantic
 	seen := map[Semantic]bool{}
 	for _, p := range strings.Split(s, ",") {
-		sem := Semantic(strings.TrimSpace(p))
-		switch sem {
+		sems := []Semantic{Semantic(strings.TrimSpace(p))}
+		switch sems[0] {
+		case "all":
+			sems = AllSemantics
 		case AtMostOnce, AtLeastOnce, ExactlyOnce, Share:
 		default:
 			return nil, fmt.Errorf("unknown semantic %q (want at-most-once, at-least-once, exactly-once, share or all)", p)
 		}
-		if !seen[sem] {
-			seen[sem] = true
-			out = append(out, sem)
+		for _, sem := range sems {
+			if !seen[sem] {
+				seen[sem] = true
+				out = append(out, sem)
+			}
 		}
 	}
 	return out, nil

@@ -10,8 +10,11 @@ import (
 // slowAPIs are the responses the slow fault delays: the ones a broker can
 // only send after a write reached its log (Produce, OffsetCommit,
 // InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
-// TxnOffsetCommit), which is what a slow disk slows.
-var slowAPIs = map[int16]bool{0: true, 8: true, 22: true, 24: true, 25: true, 26: true, 28: true}
+// TxnOffsetCommit, and ShareFetch and ShareAcknowledge, whose acquisitions
+// and acknowledgements are durable before they are answered), which is
+// what a slow disk slows.
+var slowAPIs = map[int16]bool{0: true, 8: true, 22: true, 24: true, 25: true, 26: true, 28: true,
+	apiShareFetch: true, apiShareAcknowledge: true}
 
 // Proxy is NetFaults over internal/proxy.
 type Proxy struct {

@@ -165,7 +165,7 @@ func runPhases(ctx context.Context, cfg Config, res *Result, hist *History, adm 
 	sup.CrashRoles = cfg.CrashRoles
 	defer sup.Stop(0) // whatever is still running when a step fails
 	start := time.Now()
-	inj := &injector{broker: cfg.Broker, net: res.proxy, sup: sup, emit: hist.Add, start: start}
+	inj := &injector{broker: cfg.Broker, net: res.proxy, sup: sup, emit: hist.Add, start: start, drops: planDropAPIs(res.Plan)}
 	opts.defaults()
 	res.Schedule = cfg.Schedule
 	if res.Schedule == nil {
