@@ -79,6 +79,37 @@ func loneNode(t *testing.T, tweak func(*Config)) (*Transport, *recNode, string, 
 	return tr, n, ln.Addr().String(), logs
 }
 
+// transportPair starts Transports for nodes 1 and 2 on loopback, each with a recNode, tweak adjusting each
+// one's config; t.Cleanup closes them.
+func transportPair(t *testing.T, tweak func(*Config)) (map[uint64]*Transport, map[uint64]*recNode) {
+	addrs := map[uint64]string{}
+	lns := map[uint64]net.Listener{}
+	for id := uint64(1); id <= 2; id++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[id], addrs[id] = ln, ln.Addr().String()
+	}
+	nodes := map[uint64]*recNode{}
+	trs := map[uint64]*Transport{}
+	for id := uint64(1); id <= 2; id++ {
+		cfg := Config{NodeID: id, ClusterID: "c", Peers: addrs, Logger: slogTo(io.Discard), MinBackoff: 10 * time.Millisecond}
+		tweak(&cfg)
+		tr, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		nodes[id], trs[id] = &recNode{}, tr
+		tr.Start(nodes[id])
+		if err := tr.Serve(lns[id]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return trs, nodes
+}
+
 // rawPeer dials addr as node from of cluster "c" and completes the handshake.
 func rawPeer(t *testing.T, addr string, from, to uint64) net.Conn {
 	t.Helper()

@@ -33,7 +33,9 @@
 // Send never blocks: each peer has a queue bounded by Config.QueueBytes, drained by the connection's writer
 // goroutine. A message that does not fit, or finds no connection, is dropped — raft retransmits — and the
 // groups whose appends (MsgApp) were dropped, or lost with a broken connection, are told
-// (ReportUnreachable), so their leaders fall back from pipelining appends to probing that follower.
+// (ReportUnreachable), so their leaders fall back from pipelining appends to probing that follower. Close
+// first drains: it takes no more messages and waits (at most Config.DrainTimeout) for the queued ones to be
+// written, so the last messages of a shutting-down node (a leadership transfer's MsgTimeoutNow) leave it.
 //
 // # Snapshots
 //

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -140,30 +139,8 @@ func (refuseStore) ReceiveSnapshot(_ replica.GroupID, _ *pb.Message, r io.Reader
 // peer while one streams is refused at once.
 func TestSnapshotFailures(t *testing.T) {
 	open := make(chan struct{})
-	addrs := map[uint64]string{}
-	lns := map[uint64]net.Listener{}
-	for id := uint64(1); id <= 2; id++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns[id], addrs[id] = ln, ln.Addr().String()
-	}
 	logs := &syncBuf{}
-	nodes := map[uint64]*recNode{}
-	trs := map[uint64]*Transport{}
-	for id := uint64(1); id <= 2; id++ {
-		tr, err := New(Config{NodeID: id, ClusterID: "c", Peers: addrs, Logger: slogTo(logs), Snapshots: refuseStore{open}, MinBackoff: 10 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { tr.Close() })
-		nodes[id], trs[id] = &recNode{}, tr
-		tr.Start(nodes[id])
-		if err := tr.Serve(lns[id]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	trs, nodes := transportPair(t, func(c *Config) { c.Logger, c.Snapshots = slogTo(logs), refuseStore{open} })
 	snap := func() []replica.Message {
 		return []replica.Message{{Group: 3, Msg: &pb.Message{Type: pb.MsgSnap.Enum(), From: new(uint64(2)), To: new(uint64(1)), Term: new(uint64(1)),
 			Snapshot: &pb.Snapshot{Metadata: &pb.SnapshotMetadata{Index: new(uint64(4)), Term: new(uint64(1))}}}}}

@@ -51,6 +51,7 @@ type Config struct {
 	DialTimeout     time.Duration // connect plus handshake; default 5s
 	WriteTimeout    time.Duration // one write of queued frames; on expiry the connection is closed; default 10s
 	SnapshotTimeout time.Duration // a snapshot stream silent this long fails; default 1m
+	DrainTimeout    time.Duration // Close waits this long at most for queued messages to be written; default 1s
 	MinBackoff      time.Duration // first redial delay after a failure, doubled up to MaxBackoff; default 50ms
 	MaxBackoff      time.Duration // default 5s
 
@@ -83,6 +84,7 @@ func (c Config) withDefaults() (Config, error) {
 	defDur(&c.DialTimeout, 5*time.Second)
 	defDur(&c.WriteTimeout, 10*time.Second)
 	defDur(&c.SnapshotTimeout, time.Minute)
+	defDur(&c.DrainTimeout, time.Second)
 	defDur(&c.MinBackoff, 50*time.Millisecond)
 	defDur(&c.MaxBackoff, 5*time.Second)
 	if c.ChunkBytes+64 > c.MaxFrameBytes {
@@ -124,12 +126,13 @@ type Transport struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex
-	node    Node
-	conns   map[net.Conn]struct{}
-	lns     map[net.Listener]struct{}
-	started bool
-	closed  bool
+	mu       sync.Mutex
+	node     Node
+	conns    map[net.Conn]struct{}
+	lns      map[net.Listener]struct{}
+	started  bool
+	draining bool // Close has begun: Send drops everything
+	closed   bool
 }
 
 // peer is the state of the connection to one other node.
@@ -140,10 +143,12 @@ type peer struct {
 	snapBusy atomic.Bool   // a snapshot is being sent to this peer (one at a time)
 	snapRecv atomic.Bool   // a snapshot from this peer is being received (one at a time)
 
-	mu     sync.Mutex
-	conn   net.Conn // the raft connection, nil while there is none
-	q      []replica.Message
-	qBytes int
+	mu      sync.Mutex
+	written *sync.Cond // on mu: broadcast when a write ends or the connection goes
+	conn    net.Conn   // the raft connection, nil while there is none
+	q       []replica.Message
+	qBytes  int
+	writing bool // the writer holds messages taken from q
 }
 
 // New checks cfg and returns a Transport that drops everything until Start.
@@ -159,7 +164,9 @@ func New(cfg Config) (*Transport, error) {
 	}
 	for id, addr := range cfg.Peers {
 		if id != cfg.NodeID {
-			t.peers[id] = &peer{id: id, addr: addr, notify: make(chan struct{}, 1)}
+			p := &peer{id: id, addr: addr, notify: make(chan struct{}, 1)}
+			p.written = sync.NewCond(&p.mu)
+			t.peers[id] = p
 		}
 	}
 	return t, nil
@@ -214,14 +221,20 @@ func (t *Transport) Serve(ln net.Listener) error {
 	return nil
 }
 
-// Close stops dialing and accepting, closes every connection and listener, and waits for every goroutine
-// of the Transport. Queued messages are dropped (raft resends what it still needs).
+// Close drains and stops: it takes no more messages, waits up to DrainTimeout for the queued ones to be
+// written (a leader handing over leadership on shutdown sends MsgTimeoutNow just before), then stops dialing
+// and accepting, closes every connection and listener, and waits for every goroutine of the Transport.
+// Messages still queued then are dropped (raft resends what it still needs).
 func (t *Transport) Close() error {
 	t.mu.Lock()
-	if t.closed {
+	if t.closed || t.draining {
 		t.mu.Unlock()
 		return nil
 	}
+	t.draining = true
+	t.mu.Unlock()
+	t.drain()
+	t.mu.Lock()
 	t.closed = true
 	for ln := range t.lns {
 		ln.Close()
@@ -280,10 +293,35 @@ func (t *Transport) untrack(c net.Conn) {
 	t.mu.Unlock()
 }
 
+// getNode returns the Node, nil before Start and once Close has begun.
 func (t *Transport) getNode() Node {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.draining {
+		return nil
+	}
 	return t.node
+}
+
+// drain waits until every peer's queue is written, its connection is gone, or DrainTimeout passed.
+func (t *Transport) drain() {
+	var expired atomic.Bool
+	timer := time.AfterFunc(t.cfg.DrainTimeout, func() {
+		expired.Store(true)
+		for _, p := range t.peers {
+			p.mu.Lock() // so no waiter misses the broadcast between its check and its Wait
+			p.written.Broadcast()
+			p.mu.Unlock()
+		}
+	})
+	defer timer.Stop()
+	for _, p := range t.peers {
+		p.mu.Lock()
+		for p.conn != nil && (len(p.q) > 0 || p.writing) && !expired.Load() {
+			p.written.Wait()
+		}
+		p.mu.Unlock()
+	}
 }
 
 // msgBytes estimates what m takes in a queue: its entries' data plus a fixed overhead per entry and message.
@@ -344,8 +382,9 @@ func appendLost(lost []replica.GroupID, m replica.Message) []replica.GroupID {
 	return lost
 }
 
+// reportLost tells n (nil once Close began: nobody is listening) that lost's appends to node to were lost.
 func (t *Transport) reportLost(n Node, to uint64, lost []replica.GroupID) {
-	if len(lost) == 0 {
+	if len(lost) == 0 || n == nil {
 		return
 	}
 	slices.Sort(lost)
@@ -372,6 +411,7 @@ func (t *Transport) dialLoop(p *peer) {
 			lastErr = ""
 			backoff = t.cfg.MinBackoff
 			err = t.runRaftConn(p, c)
+			t.untrack(c)
 			t.log.Info("raftnet: connection lost", "node", t.cfg.NodeID, "peer", p.id, "err", err)
 		} else if err.Error() != lastErr && t.ctx.Err() == nil {
 			lastErr = err.Error()
@@ -546,6 +586,7 @@ func (t *Transport) runRaftConn(p *peer, c net.Conn) error {
 	var dropped []replica.Message
 	if p.conn == c {
 		dropped, p.conn, p.q, p.qBytes = p.q, nil, nil, 0
+		p.written.Broadcast()
 	}
 	p.mu.Unlock()
 	t.dropped(p.id, dropped)
@@ -580,7 +621,7 @@ func (t *Transport) writeLoop(p *peer, c net.Conn, done <-chan struct{}) error {
 		}
 		p.mu.Lock()
 		q := p.q
-		p.q, p.qBytes = nil, 0
+		p.q, p.qBytes, p.writing = nil, 0, len(q) > 0
 		p.mu.Unlock()
 		if len(q) == 0 {
 			continue
@@ -592,6 +633,10 @@ func (t *Transport) writeLoop(p *peer, c net.Conn, done <-chan struct{}) error {
 		c.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
 		n, err := c.Write(buf)
 		t.stats.bytesSent.Add(uint64(n))
+		p.mu.Lock()
+		p.writing = false
+		p.written.Broadcast()
+		p.mu.Unlock()
 		if err != nil {
 			t.dropped(p.id, q)
 			return err

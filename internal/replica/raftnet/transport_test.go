@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/kawa-broker/kawa/internal/kawatest/wait"
+	"github.com/kawa-broker/kawa/internal/replica"
+	pb "go.etcd.io/raft/v3/raftpb"
 )
 
 var all = []uint64{1, 2, 3}
@@ -48,6 +50,18 @@ func TestClusterOverTCP(t *testing.T) {
 	if logs := c.logs.String(); !strings.Contains(logs, "raftnet: connection lost") {
 		t.Fatalf("no connection loss logged:\n%s", logs)
 	}
+	// After all the reconnects each node holds exactly its two raft connections: closed ones are forgotten.
+	wait.Until(t, 10*time.Second, "two tracked connections per node", func() bool {
+		for _, n := range c.nodes {
+			n.tr.mu.Lock()
+			open := len(n.tr.conns)
+			n.tr.mu.Unlock()
+			if open != 2 {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // TestRefusedHandshake: a node of another cluster, and a node configured with the wrong node ID for an
@@ -83,4 +97,33 @@ func TestRefusedHandshake(t *testing.T) {
 	}
 	c.commitAll("b", all, all, 30*time.Second)
 	c.waitAgree(10 * time.Second)
+}
+
+// TestCloseDrains: messages queued just before Close are written before the connection closes (a leader
+// transferring leadership on shutdown sends MsgTimeoutNow last), and Close returns with every goroutine
+// joined.
+func TestCloseDrains(t *testing.T) {
+	trs, nodes := transportPair(t, func(*Config) {})
+	wait.Until(t, 10*time.Second, "node 1 connected to node 2", func() bool {
+		p := trs[1].peers[2]
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.conn != nil
+	})
+	const n = 2000
+	data := make([]byte, 1024)
+	for i := range n {
+		m := &pb.Message{Type: pb.MsgApp.Enum(), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(1)),
+			Index: new(uint64(i)), Entries: []*pb.Entry{{Index: new(uint64(i + 1)), Term: new(uint64(1)), Data: data}}}
+		trs[1].Send(2, []replica.Message{{Group: replica.GroupID(i), Msg: m}})
+	}
+	trs[1].Close()
+	if s := trs[1].Stats(); s.MsgsDropped != 0 || s.MsgsSent != n {
+		t.Fatalf("after Close: %+v, want all %d sent", s, n)
+	}
+	wait.Until(t, 10*time.Second, "node 2 received every message", func() bool { return len(nodes[2].stepped()) == n })
+	trs[1].Send(2, []replica.Message{{Group: 1, Msg: &pb.Message{Type: pb.MsgHeartbeat.Enum(), From: new(uint64(1)), To: new(uint64(2))}}})
+	if s := trs[1].Stats(); s.MsgsDropped != 1 {
+		t.Fatalf("Send after Close: %+v, want it dropped", s)
+	}
 }
