@@ -52,6 +52,7 @@ type pipelineResult struct {
 	MiBPerS      float64        // of their values
 	E2E          latencySummary // input intended send time -> output read, records sent in the window
 	Transactions int64          // committed by the transform stage
+	Commit       latencySummary // End(TryCommit) of those transactions: flush + EndTxn
 	Expected     int64          // stamped records in the input topic
 	Delivered    int64          // distinct stamped records read from the output
 	Duplicates   int64          // output records whose key was already read (must be 0)
@@ -82,9 +83,9 @@ func (b *pipelineBench) run(ctx context.Context, res *pipelineResult) error {
 	defer stop()
 	var wg sync.WaitGroup
 	var stageErr, readErr error
-	var txns atomic.Int64
+	stage := &stageStats{commit: newHistogram()} // the transform's until wg.Wait
 	assigned := make(chan struct{})
-	wg.Go(func() { stageErr = b.transform(stageCtx, &txns, assigned) })
+	wg.Go(func() { stageErr = b.transform(stageCtx, stage, assigned) })
 	wg.Go(func() { readErr = out.read(stageCtx, b.brokers, b.out) })
 	// The input starts once the stage owns its partitions, so that the
 	// group join is not inside the measurement.
@@ -108,14 +109,14 @@ func (b *pipelineBench) run(ctx context.Context, res *pipelineResult) error {
 	if errors.Is(stageErr, context.Canceled) {
 		stageErr = nil
 	}
-	res.Expected, res.Transactions = expected, txns.Load()
+	res.Expected, res.Transactions, res.Commit = expected, stage.txns, summarize(stage.commit)
 	out.fill(res, b.recordSize)
 	if err := errors.Join(perr, err, stageErr, readErr); err != nil {
 		return err
 	}
 	if res.Duplicates > 0 || res.Delivered != res.Expected {
-		return fmt.Errorf("exactly-once violated: %d of %d input records read from the output, %d duplicates",
-			res.Delivered, res.Expected, res.Duplicates)
+		return fmt.Errorf("exactly-once violated (or not drained within %v): %d of %d input records read from the output, %d duplicates",
+			b.drain, res.Delivered, res.Expected, res.Duplicates)
 	}
 	return nil
 }
@@ -145,8 +146,8 @@ func stampedRecords(ctx context.Context, brokers, topic string, producers int) (
 // transform is the consume-transform-produce stage: it copies every input
 // record (key, value, headers) to the output topic inside a transaction
 // that also commits the input offsets, until ctx ends. It counts committed
-// transactions in txns, and closes assigned once it owns input partitions.
-func (b *pipelineBench) transform(ctx context.Context, txns *atomic.Int64, assigned chan struct{}) error {
+// transactions in st, and closes assigned once it owns input partitions.
+func (b *pipelineBench) transform(ctx context.Context, st *stageStats, assigned chan struct{}) error {
 	var once sync.Once
 	onAssigned := func(context.Context, *kgo.Client, map[string][]int32) { once.Do(func() { close(assigned) }) }
 	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(b.brokers), kgo.OnPartitionsAssigned(onAssigned),
@@ -178,7 +179,9 @@ func (b *pipelineBench) transform(ctx context.Context, txns *atomic.Int64, assig
 		// End flushes the outputs; it must run even when ctx is over, or the
 		// transaction stays open and blocks read_committed readers.
 		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		began := time.Now()
 		committed, eerr := sess.End(ectx, try)
+		took := time.Since(began)
 		cancel()
 		switch {
 		case err != nil:
@@ -188,10 +191,17 @@ func (b *pipelineBench) transform(ctx context.Context, txns *atomic.Int64, assig
 		case failed.Load() != nil:
 			return fmt.Errorf("produce output: %w", *failed.Load())
 		case committed && n > 0:
-			txns.Add(1)
+			st.txns++
+			st.commit.RecordDuration(took)
 		}
 	}
 	return ctx.Err()
+}
+
+// stageStats is what the transform stage counts.
+type stageStats struct {
+	txns   int64      // committed transactions that copied records
+	commit *histogram // how long End(TryCommit) took for those
 }
 
 // fill polls input records into the open transaction until commitRecords

@@ -25,14 +25,14 @@ func TestPipelineExactlyOnce(t *testing.T) {
 	if err := pb.run(context.Background(), res); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d transactions, %.0f records/s, end to end p50 %.0f µs p99 %.0f µs", res.Transactions, res.RecordsPerS, res.E2E.P50, res.E2E.P99)
+	t.Logf("%d transactions (commit p50 %.0f µs), %.0f records/s, end to end p50 %.0f µs p99 %.0f µs", res.Transactions, res.Commit.P50, res.RecordsPerS, res.E2E.P50, res.E2E.P99)
 	// 400 records/s for 1.2 s from a fixed schedule: 480 stamped records.
 	if res.Expected != 480 || res.Delivered != res.Expected || res.Duplicates != 0 {
 		t.Errorf("expected %d (want 480), delivered %d, duplicates %d", res.Expected, res.Delivered, res.Duplicates)
 	}
 	// Commits every 50 records or 50 ms: at least 480/50 transactions.
-	if res.Transactions < 10 {
-		t.Errorf("%d transactions committed, want >= 10", res.Transactions)
+	if res.Transactions < 10 || res.Commit.Count != uint64(res.Transactions) || res.Commit.P50 <= 0 {
+		t.Errorf("%d transactions committed (want >= 10), commit latency %+v", res.Transactions, res.Commit)
 	}
 	l := res.E2E
 	if l.Count == 0 || !(0 < l.P50 && l.P50 <= l.P99 && l.P99 <= l.Max) {

@@ -43,6 +43,8 @@ type cellResult struct {
 	Transactions *int64  `json:"transactions,omitempty"`
 	Missing      *int64  `json:"missing_records,omitempty"`
 	PublishP50   float64 `json:"publish_p50_us,omitempty"`
+	CommitP50    float64 `json:"commit_p50_us,omitempty"` // W5: the transform's End(TryCommit): flush + EndTxn
+	CommitP99    float64 `json:"commit_p99_us,omitempty"`
 	Errors       int64   `json:"errors,omitempty"`
 	Error        string  `json:"error,omitempty"`
 }
@@ -59,6 +61,7 @@ func (c *cellResult) fromProduce(r *produceResult) {
 func (c *cellResult) fromPipeline(r *pipelineResult) {
 	c.fromProduce(&r.Input)
 	c.PublishP50 = r.Input.Latency.P50
+	c.CommitP50, c.CommitP99 = r.Commit.P50, r.Commit.P99
 	c.RecordsPerS, c.MiBPerS = r.RecordsPerS, r.MiBPerS
 	c.P50, c.P99, c.P999 = r.E2E.P50, r.E2E.P99, r.E2E.P999
 	missing := r.Expected - r.Delivered
