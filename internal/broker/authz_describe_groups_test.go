@@ -12,7 +12,8 @@ import (
 
 // TestAuthzDescribeGroupsChecksFirst (issue 15): DescribeGroups,
 // ConsumerGroupDescribe and ShareGroupDescribe check DESCRIBE on each group
-// before describing it, as Kafka's KafkaApis does. A refused group is
+// before describing it, as Kafka's KafkaApis does (one path for the three,
+// describeAuthorized). A refused group is
 // GROUP_AUTHORIZATION_FAILED, listed before the described ones, and its
 // entry is the same whether the group exists (with members) or not, so
 // nothing about it leaks; a described group's authorized operations are the
@@ -23,6 +24,7 @@ func TestAuthzDescribeGroupsChecksFirst(t *testing.T) {
 	a.grant(
 		kadm.NewACLs().Allow("User:alice").AllowHosts().Groups("cg-open").Operations(kadm.OpRead), // implies DESCRIBE
 		kadm.NewACLs().Allow("User:alice").AllowHosts().Groups("classic-open").Operations(kadm.OpDescribe),
+		kadm.NewACLs().Allow("User:alice").AllowHosts().Groups("share-open").Operations(kadm.OpRead),
 	)
 	const read, describe = 1 << 3, 1 << 8
 	// Groups as admin: two consumer groups with a member each, two classic
@@ -42,10 +44,12 @@ func TestAuthzDescribeGroupsChecksFirst(t *testing.T) {
 			t.Fatalf("commit to %s: %v %v", g, err, r.Error())
 		}
 	}
-	sh := kmsg.NewPtrShareGroupHeartbeatRequest()
-	sh.GroupID, sh.MemberID, sh.SubscribedTopicNames = "share-secret", "share-member-0000000000", []string{"t"}
-	if r := a.raw("admin", sh).(*kmsg.ShareGroupHeartbeatResponse); r.ErrorCode != 0 {
-		t.Fatalf("share join: %v", kerr.ErrorForCode(r.ErrorCode))
+	for _, g := range []string{"share-open", "share-secret"} {
+		sh := kmsg.NewPtrShareGroupHeartbeatRequest()
+		sh.GroupID, sh.MemberID, sh.SubscribedTopicNames = g, "member-"+g+"-0000000000", []string{"t"}
+		if r := a.raw("admin", sh).(*kmsg.ShareGroupHeartbeatResponse); r.ErrorCode != 0 {
+			t.Fatalf("share join %s: %v", g, kerr.ErrorForCode(r.ErrorCode))
+		}
 	}
 
 	cd := kmsg.NewPtrConsumerGroupDescribeRequest()
@@ -89,10 +93,14 @@ func TestAuthzDescribeGroupsChecksFirst(t *testing.T) {
 	}
 
 	sd := kmsg.NewPtrShareGroupDescribeRequest()
-	sd.GroupIDs = []string{"share-secret", "share-missing"}
+	sd.GroupIDs, sd.IncludeAuthorizedOperations = []string{"share-open", "share-secret", "share-missing"}, true
 	sr := a.raw("alice", sd).(*kmsg.ShareGroupDescribeResponse)
-	if len(sr.Groups) != 2 {
-		t.Fatalf("ShareGroupDescribe answered %d groups, want 2", len(sr.Groups))
+	if len(sr.Groups) != 3 {
+		t.Fatalf("ShareGroupDescribe answered %d groups, want 3", len(sr.Groups))
+	}
+	if g := sr.Groups[2]; g.GroupID != "share-open" || g.ErrorCode != 0 || len(g.Members) != 1 || g.AuthorizedOperations != read|describe {
+		t.Errorf("ShareGroupDescribe of share-open: %s code %d, %d members, operations %b; want described, 1 member, READ|DESCRIBE",
+			g.GroupID, g.ErrorCode, len(g.Members), g.AuthorizedOperations)
 	}
 	for i, name := range []string{"share-secret", "share-missing"} {
 		want := kmsg.NewShareGroupDescribeResponseGroup()

@@ -225,7 +225,7 @@ func (b *Broker) handleDescribeGroups(ctx context.Context, info wire.RequestInfo
 }
 
 // describeAuthorized answers a describe API (DescribeGroups,
-// ConsumerGroupDescribe) for names as Kafka's KafkaApis does: DESCRIBE on
+// ConsumerGroupDescribe, ShareGroupDescribe) for names as Kafka's KafkaApis does: DESCRIBE on
 // each group is checked before anything is described, so the coordinator
 // never sees a refused group and nothing about it (whether it exists, its
 // type, its load state) reaches the answer. The refused groups come first

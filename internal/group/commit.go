@@ -228,6 +228,11 @@ func (g *group) validateOffsetCommit(memberID string, instanceID *string, gen in
 		return kerr.CoordinatorNotAvailable.Code
 	}
 	if g.cg != nil {
+		if txn && gen < 0 && memberID == "" && instanceID == nil {
+			// Kafka's ConsumerGroup.validateOffsetCommit: a TxnOffsetCommit need not name a member
+			// (before v3, or a producer given only the group ID), and is then not checked.
+			return 0
+		}
 		tps := make([]topicPartition, 0, len(parts))
 		for _, p := range parts {
 			if p.pending() {
@@ -238,7 +243,13 @@ func (g *group) validateOffsetCommit(memberID string, instanceID *string, gen in
 			// Kafka: a consumer-protocol member commits with OffsetCommit v9+, which carries its epoch.
 			return kerr.UnsupportedVersion.Code
 		}
-		return g.validateConsumerCommit(memberID, gen, tps)
+		code := g.validateConsumerCommit(memberID, gen, tps)
+		if txn && code == kerr.StaleMemberEpoch.Code {
+			// Kafka's validateTransactionalOffsetCommit: TxnOffsetCommit answers a stale epoch with
+			// ILLEGAL_GENERATION, which producers abort on; STALE_MEMBER_EPOCH is fatal to the Java one.
+			return kerr.IllegalGeneration.Code
+		}
+		return code
 	}
 	if gen < 0 && g.state == stateEmpty {
 		return 0 // not using group management

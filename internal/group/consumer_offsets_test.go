@@ -45,8 +45,9 @@ func (e *cgEnv) cgFetch(id *string, epoch int32) int16 {
 
 // Offset commits, transactional commits and fetches of a consumer group are checked against the
 // member epoch: KIP-1251's rule (an epoch older than the member's is accepted for a partition
-// assigned at or before it), STALE_MEMBER_EPOCH otherwise, UNKNOWN_MEMBER_ID for a stranger,
-// UNSUPPORTED_VERSION for a member committing below v9, and OffsetFetch v9's exact-epoch check.
+// assigned at or before it), STALE_MEMBER_EPOCH otherwise (ILLEGAL_GENERATION for TxnOffsetCommit,
+// which also takes a commit naming no member), UNKNOWN_MEMBER_ID for a stranger, UNSUPPORTED_VERSION
+// for a member committing below v9, and OffsetFetch v9's exact-epoch check.
 func TestConsumerGroupOffsetsByMemberEpoch(t *testing.T) {
 	t.Parallel()
 	e := newCGEnv(t)
@@ -80,8 +81,10 @@ func TestConsumerGroupOffsetsByMemberEpoch(t *testing.T) {
 	add("no member, non-empty group", e.cgCommit(9, "", -1, 0), kerr.UnknownMemberID)
 	add("a member with OffsetCommit v8", e.cgCommit(8, "a", 2, 0), kerr.UnsupportedVersion)
 	add("txn: a at epoch 1 for a partition assigned at 1", e.cgTxnCommit("a", 1, 1), nil)
-	add("txn: b at epoch 1", e.cgTxnCommit("b", 1, 2), kerr.StaleMemberEpoch)
+	add("txn: b at epoch 1 (Kafka: ILLEGAL_GENERATION, not STALE_MEMBER_EPOCH)", e.cgTxnCommit("b", 1, 2), kerr.IllegalGeneration)
+	add("txn: a above its epoch", e.cgTxnCommit("a", 3, 0), kerr.IllegalGeneration)
 	add("txn: unknown member", e.cgTxnCommit("x", 2, 0), kerr.UnknownMemberID)
+	add("txn: no member, non-empty group (Kafka does not check it)", e.cgTxnCommit("", -1, 0), nil)
 	a, x := "a", "x"
 	add("fetch: a at its epoch", e.cgFetch(&a, 2), nil)
 	add("fetch: a at an older epoch", e.cgFetch(&a, 1), kerr.StaleMemberEpoch)

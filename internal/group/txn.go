@@ -23,8 +23,10 @@ import (
 // and for every partition: ILLEGAL_GENERATION (also: unknown group with a generation),
 // UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, INVALID_PRODUCER_EPOCH (an older epoch than the one staged),
 // INVALID_GROUP_ID, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS; on a consumer group
-// (KIP-848) the generation is the member epoch (STALE_MEMBER_EPOCH by KIP-1251's rule, see
-// validateConsumerCommit).
+// (KIP-848) the generation is the member epoch, checked by KIP-1251's rule (validateConsumerCommit),
+// and a stale one is ILLEGAL_GENERATION as in Kafka (TxnOffsetCommit has no STALE_MEMBER_EPOCH); a
+// request naming no member (generation -1, no member or instance ID) is accepted in any state, as
+// Kafka's is.
 //
 // NB: whether the producer really has an open transaction that added this group (AddOffsetsToTxn) is
 // the transaction coordinator's check, made by the broker before calling here.
