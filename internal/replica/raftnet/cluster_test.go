@@ -3,11 +3,13 @@ package raftnet
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -101,21 +103,53 @@ func (s *syncBuf) String() string {
 	return s.b.String()
 }
 
-// cutListener is a real TCP listener that remembers the connections it accepted, so a test can cut them.
+// cutListener is a real TCP listener that remembers the connections it accepted, so a test can cut them;
+// with tornCuts > 0, each of the next tornCuts connections it accepts is closed by its own Read once it
+// has read tornAfter bytes, wherever in a frame that falls.
 type cutListener struct {
 	net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
+	mu        sync.Mutex
+	conns     []net.Conn
+	tornCuts  int
+	tornAfter int
 }
 
 func (l *cutListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err == nil {
 		l.mu.Lock()
+		if l.tornCuts > 0 {
+			l.tornCuts--
+			c = &tornConn{Conn: c, left: l.tornAfter}
+		}
 		l.conns = append(l.conns, c)
 		l.mu.Unlock()
 	}
 	return c, err
+}
+
+// tornConn closes itself after reading left bytes: the read that crosses the limit returns only the bytes
+// up to it, then the stream ends (io.EOF, as when the peer's side went away) wherever it stands.
+type tornConn struct {
+	net.Conn
+	left int
+}
+
+func (c *tornConn) Read(b []byte) (int, error) {
+	if c.left <= 0 {
+		c.Conn.Close()
+		return 0, io.EOF
+	}
+	n, err := c.Conn.Read(b[:min(len(b), c.left)])
+	c.left -= n
+	return n, err
+}
+
+// torn reports how many torn connections are still to come.
+func (l *cutListener) torn() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.tornCuts
 }
 
 // cut closes every connection accepted so far.
@@ -268,6 +302,12 @@ func (c *cluster) leader(g int, among []uint64) uint64 {
 // commitAll proposes value prefix+g to every group through a leader among leaders and waits until every
 // node in on has applied it; a proposal raft dropped (leadership moved) is proposed again.
 func (c *cluster) commitAll(prefix string, leaders, on []uint64, d time.Duration) {
+	c.t.Helper()
+	c.commitAllPadded(prefix, 0, leaders, on, d)
+}
+
+// commitAllPadded is commitAll with values of at least pad bytes.
+func (c *cluster) commitAllPadded(prefix string, pad int, leaders, on []uint64, d time.Duration) {
 	t := c.t
 	t.Helper()
 	deadline := time.Now().Add(d)
@@ -278,6 +318,9 @@ func (c *cluster) commitAll(prefix string, leaders, on []uint64, d time.Duration
 	wait.Until(t, d, fmt.Sprintf("%q committed in %d groups on nodes %v", prefix, c.groups, on), func() bool {
 		for g, at := range pending {
 			want := fmt.Sprintf("%s%d", prefix, g)
+			if len(want) < pad {
+				want += strings.Repeat(".", pad-len(want))
+			}
 			done := true
 			for _, id := range on {
 				if _, data := c.nodes[id].sms[g].state(); !slices.Contains(data, want) {

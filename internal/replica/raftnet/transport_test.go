@@ -1,6 +1,7 @@
 package raftnet
 
 import (
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -40,6 +41,23 @@ func TestClusterOverTCP(t *testing.T) {
 	}
 	c.commitAll("c", all, all, 30*time.Second)
 	c.waitAgree(30 * time.Second)
+
+	// Node 3's next 4 accepted connections are cut after 100 KB, inside frames of 64 KiB appends; the
+	// lower nodes redial each time and every group still commits on all three.
+	n3.ln.mu.Lock()
+	n3.ln.tornCuts, n3.ln.tornAfter = 4, 100_000
+	n3.ln.mu.Unlock()
+	n3.ln.cut()
+	for round := 0; n3.ln.torn() > 0; round++ {
+		if round == 20 {
+			t.Fatalf("after 20 rounds of 64 KiB appends, %d torn connections still to come", n3.ln.torn())
+		}
+		c.commitAllPadded(fmt.Sprintf("torn%d-", round), 64<<10, all, []uint64{1, 2}, 30*time.Second)
+	}
+	c.waitAgree(30 * time.Second)
+	if logs := c.logs.String(); !strings.Contains(logs, "unexpected EOF") {
+		t.Fatalf("no connection ended inside a frame:\n%s", logs)
+	}
 
 	// Node 2 restarts on its data: it dials node 3 and is dialed by node 1 again.
 	c.stop(2)
