@@ -246,6 +246,9 @@ func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kawa_log_fsynced_bytes",
 			Help: "Bytes made durable by those fsyncs, summed over live partitions."},
 			func() float64 { return float64(b.LogStats().FsyncedSize) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kawa_fetched_file_bytes_total",
+			Help: "Record batch bytes of Fetch answers sent from the segment files by splice(2) (plaintext listeners, ranges of 16 KiB or more); the rest of kawa_fetched_bytes_total was copied."},
+			func() float64 { return float64(b.FetchedFromFiles()) }),
 		// The log cleaner (compacted topics).
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kawa_cleaner_passes_total",
 			Help: "Log cleaner passes over a partition that rewrote its cleanable segments."},

@@ -52,6 +52,7 @@ type Broker struct {
 	pids     *producer.Allocator
 	metrics  *Metrics
 	parked   atomic.Int64        // fetches waiting in a long poll (Kafka's Fetch purgatory size)
+	fileSent atomic.Int64        // record bytes fetches left in the segment files for sendfile (FetchedFromFiles)
 	sessions *fetchsession.Cache // KIP-227 incremental fetch sessions (fetch_session.go)
 	files    *log.FileCache      // bounds the segment files' descriptors over all partitions
 	groups   *group.Coordinator

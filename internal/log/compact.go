@@ -69,6 +69,15 @@ func (l *Log) ReplaceSegment(base int64, fill func(add func(b []byte) error) err
 		_ = l.fs.Remove(tmp)
 		return err
 	}
+	// The old file stays open from before the rename until noReopen: were its idle descriptor closed by the
+	// FileCache in between, a reader reopening it by name would get the cleaned file and read it at the old
+	// segment's positions (garbage, sent as is by a zero-copy fetch).
+	if _, err := old.log.acquire(); err != nil {
+		ns.close()
+		_ = l.fs.Remove(tmp)
+		return fmt.Errorf("log: swap cleaned segment %d: %w", base, err)
+	}
+	defer old.log.release()
 	l.swapStep(1)
 	if err := l.fs.Rename(tmp, name); err != nil {
 		ns.close()

@@ -308,6 +308,9 @@ type ReadResult struct {
 	LastStableOffset int64
 	LogStart         int64
 	Aborted          []AbortedTxn // read_committed only: aborted txns overlapping the returned range
+	// Files (ReadFiles only) holds the batches instead of Records: pinned
+	// ranges of segment files, in log order, to be released by the caller.
+	Files []log.Pinned
 }
 
 // ErrOffsetOutOfRange is returned by Read for offsets outside [log start, log end].
@@ -326,6 +329,28 @@ func (p *Partition) Read(offset int64, maxBytes int, isolation int8) (ReadResult
 // passes pooled buffers and recycles them once the response is encoded; on
 // an error the buffer is dropped.
 func (p *Partition) ReadWith(alloc func(n int) []byte, offset int64, maxBytes int, isolation int8) (ReadResult, error) {
+	return p.read(alloc, offset, maxBytes, isolation, 0)
+}
+
+// ReadFiles is ReadWith for a caller that can send bytes straight from the
+// segment files (a Fetch on a plaintext connection, splice(2)): when the
+// batches found total at least minFileBytes, Records stays nil and Files
+// holds them as pinned file ranges in log order (log.Pinned: the caller must
+// Release each once sent); a smaller result is copied through alloc as
+// ReadWith does. minFileBytes <= 0 pins every non-empty result.
+//
+// NB: batches left in the files are not CRC-checked on the way out (ReadWith
+// checks every batch it copies): reading them into memory is the copy this
+// path exists to avoid. Their CRCs were checked when they were produced and
+// when the segment was recovered, Read still checks every batch header it
+// walks (length, magic, offsets), and clients check CRCs, as with Kafka,
+// which never re-checks on fetch.
+func (p *Partition) ReadFiles(alloc func(n int) []byte, offset int64, maxBytes int, isolation int8, minFileBytes int) (ReadResult, error) {
+	return p.read(alloc, offset, maxBytes, isolation, max(minFileBytes, 1))
+}
+
+// read is ReadWith, or ReadFiles when minFileBytes > 0.
+func (p *Partition) read(alloc func(n int) []byte, offset int64, maxBytes int, isolation int8, minFileBytes int) (ReadResult, error) {
 	if err := p.log.Err(); err != nil {
 		return ReadResult{HighWatermark: -1, LastStableOffset: -1, LogStart: -1}, p.offline(err)
 	}
@@ -352,6 +377,17 @@ func (p *Partition) ReadWith(alloc func(n int) []byte, offset int64, maxBytes in
 	if len(r.Chunks) == 0 {
 		return res, nil
 	}
+	if isolation == ReadCommitted {
+		res.Aborted = p.abortedIn(r.FirstOffset, r.NextOffset)
+	}
+	if minFileBytes > 0 && r.Size() >= int64(minFileBytes) {
+		files, err := r.Pin()
+		if err != nil {
+			return res, storageError(err)
+		}
+		res.Files = files
+		return res, nil
+	}
 	var bs []byte
 	if alloc == nil {
 		bs = make([]byte, r.Size())
@@ -368,9 +404,6 @@ func (p *Partition) ReadWith(alloc func(n int) []byte, offset int64, maxBytes in
 		return res, storageError(fmt.Errorf("corrupt batch at or after offset %d: %w", offset, err))
 	}
 	res.Records = bs
-	if isolation == ReadCommitted {
-		res.Aborted = p.abortedIn(r.FirstOffset, r.NextOffset)
-	}
 	return res, nil
 }
 

@@ -67,6 +67,18 @@ type Encoded interface {
 	ResponseEncoded()
 }
 
+// Spliced is implemented by a response some of whose bytes live in files (a
+// Fetch's record batches, left in the segment files when the request's
+// wire.RequestInfo.SendFile was set): FileSplices returns the stand-ins it
+// holds (wire.Splices; nil when none). The writer sends those ranges with
+// splice(2) on plaintext TCP, or through user space otherwise, and calls
+// ResponseEncoded once the whole frame is written (or failed), so the
+// response may keep its files open until then.
+type Spliced interface {
+	Encoded
+	FileSplices() *wire.Splices
+}
+
 // Handler answers requests. Handle runs on the connection's reader goroutine
 // and must not block for long; blocking belongs in the returned Reply.
 type Handler interface {
@@ -372,15 +384,19 @@ func (s *Server) admit(nc net.Conn, l *Listener) {
 		s.warn.log("closing connection: too many connections from this IP (max.connections.per.ip)", "remote", nc.RemoteAddr(), "max", s.cfg.MaxConnectionsPerIP)
 		return
 	}
+	var raw syscall.RawConn
 	if l.usesTLS() {
 		// The handshake runs on the reader goroutine (readLoop), bounded by
 		// RequestReadTimeout, so a slow or garbage peer holds only itself.
 		nc = tls.Server(nc, l.TLS)
+	} else {
+		raw = spliceConn(nc)
 	}
 	c := &conn{
 		s:      s,
 		l:      l,
 		nc:     nc,
+		raw:    raw,
 		ip:     ip,
 		info:   &Conn{Remote: nc.RemoteAddr(), ID: s.nextID.Add(1)},
 		queue:  make(chan pending, s.cfg.MaxInFlight),
@@ -453,6 +469,9 @@ type conn struct {
 	ip    string
 	info  *Conn
 	queue chan pending // reader -> writer, in request order
+	// raw is the plaintext TCP socket for splice(2) of Spliced responses;
+	// nil on TLS (ranges are copied, to be encrypted).
+	raw syscall.RawConn
 	// ctx is handed to handlers; cancelled when the writer exits, so replies
 	// already read still complete during a graceful shutdown.
 	ctx    context.Context
@@ -567,7 +586,7 @@ func (c *conn) readLoop() {
 	pollDone := make(chan struct{})
 	defer close(pollDone)
 	info := wire.RequestInfo{ClientAddr: c.info.Remote.String(), PollDone: pollDone,
-		AdvertisedHost: c.l.AdvertisedHost, AdvertisedPort: c.l.AdvertisedPort}
+		AdvertisedHost: c.l.AdvertisedHost, AdvertisedPort: c.l.AdvertisedPort, SendFile: c.raw != nil}
 	ctx := c.ctx
 	principal, ok := c.handshakeTLS()
 	if !ok {
@@ -890,6 +909,12 @@ func (c *conn) writeLoop() {
 	defer c.nc.Close()
 	defer c.cancel()
 	w := bufio.NewWriterSize(c.nc, 64<<10)
+	var pipe *splicePipe // made by the first spliced response (writeSpliced)
+	defer func() {
+		if pipe != nil {
+			pipe.close()
+		}
+	}()
 	var buf []byte
 	hint := 0 // length of the last large response: the next one (a Fetch in a catch-up read) likely needs as much
 	broken := false
@@ -911,10 +936,15 @@ func (c *conn) writeLoop() {
 				buf = wire.GetBuffer(hint)
 			}
 			buf = wire.AppendResponse(buf[:0], p.h, resp)
-			if e, ok := resp.(Encoded); ok {
-				e.ResponseEncoded()
+			var err error
+			if sp, ok := resp.(Spliced); ok && sp.FileSplices().Len() > 0 {
+				err = c.writeSpliced(w, &pipe, buf, resp.IsFlexible(), sp)
+			} else {
+				if e, ok := resp.(Encoded); ok {
+					e.ResponseEncoded()
+				}
+				_, err = w.Write(buf)
 			}
-			_, err := w.Write(buf)
 			if cap(buf) > keepResponseBuf {
 				// One large response (a Metadata of 10,000 partitions is ~500 KiB)
 				// must not stay allocated for the life of an idle connection:
@@ -941,6 +971,52 @@ func (c *conn) writeLoop() {
 		}
 	}
 	_ = w.Flush()
+}
+
+// writeSpliced writes the frame that frame (sp encoded with its stand-ins)
+// stands for, then lets sp release its files. A frame that cannot be spliced
+// is not sent at all: the connection closes (a handler bug, logged), since a
+// client cannot skip a broken frame.
+func (c *conn) writeSpliced(w *bufio.Writer, pipe **splicePipe, frame []byte, flexible bool, sp Spliced) error {
+	defer sp.ResponseEncoded()
+	pieces, err := sp.FileSplices().Splice(frame, flexible)
+	if err != nil {
+		c.s.warn.log("closing connection: response not sent", "remote", c.info.Remote, "err", err)
+		return err
+	}
+	for _, p := range pieces {
+		if p.File == nil {
+			if _, err := w.Write(p.Bytes); err != nil {
+				return err
+			}
+			continue
+		}
+		if c.raw != nil && *pipe == nil {
+			// Out of descriptors for a pipe: this range is copied, the next one tries again.
+			*pipe, _ = newSplicePipe()
+		}
+		if c.raw == nil || *pipe == nil {
+			n, err := io.Copy(w, io.NewSectionReader(p.File, p.Pos, p.Size))
+			if err == nil && n < p.Size {
+				err = fmt.Errorf("%w: %s ends %d bytes into a %d byte range at %d", errShortFile, p.File.Name(), n, p.Size, p.Pos)
+			}
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		if err := (*pipe).send(c.raw, p.FileRange); err != nil {
+			// Part of the frame may be on the wire: the connection cannot go on.
+			if errors.Is(err, errShortFile) {
+				c.s.warn.log("closing connection: response not sent whole", "remote", c.info.Remote, "err", err)
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 func (c *conn) complete(p pending) (resp kmsg.Response, err error) {

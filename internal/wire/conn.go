@@ -26,4 +26,9 @@ type RequestInfo struct {
 	// and the broker's own address applies.
 	AdvertisedHost string
 	AdvertisedPort int32
+	// SendFile reports that the connection is plaintext TCP, so the server
+	// writes file ranges of a response (Splices) with splice(2); on TLS a
+	// handler should put the bytes in the response instead (the server would
+	// otherwise read the ranges into user space to encrypt them).
+	SendFile bool
 }
