@@ -100,6 +100,16 @@ func (b *Broker) handleProduce(ctx context.Context, info wire.RequestInfo, req k
 	}
 }
 
+// ReleasesFrame implements server.FrameReleaser: a Produce request's frame
+// may be reused once Handle returns. handleProduce appends every batch before
+// it returns (log.Append writes it to the segment file; recompression builds
+// new bytes; duplicates, producer state and errors keep only header values),
+// and its Reply waits on offsets and fills the response it built, never
+// touching the records. Frames were 99.5 % of the broker's allocated bytes
+// under produce load (issue 10). Other APIs keep request bytes (JoinGroup
+// metadata, SyncGroup assignments, ...) or use them in their Reply.
+func (b *Broker) ReleasesFrame(key int16) bool { return key == kmsg.Produce.Int16() }
+
 // produced is one partition's outcome awaiting durability.
 type produced struct {
 	p      *partition.Partition

@@ -50,6 +50,7 @@ import (
 
 	"github.com/kawa-broker/kawa/internal/auth"
 	"github.com/kawa-broker/kawa/internal/config"
+	"github.com/kawa-broker/kawa/internal/invariants"
 	"github.com/kawa-broker/kawa/internal/wire"
 )
 
@@ -91,6 +92,21 @@ type Handler interface {
 	// cannot parse: an ApiVersions v0 response with UNSUPPORTED_VERSION and
 	// the supported ranges (protocol guide, "Retrieving Supported API versions").
 	Unsupported(h wire.Header) kmsg.Response
+}
+
+// FrameReleaser is implemented by a Handler that is done with some requests'
+// bytes when Handle returns. A decoded request's []byte fields (a Produce's
+// record batches) alias its frame, which comes from wire.GetBuffer; for a key
+// ReleasesFrame reports true, the reader gives the frame back to the pool
+// right after Handle returns, and the next request's frame may reuse the
+// memory. So for such a key neither Handle's callees nor the Reply it returns
+// may keep any []byte of the request (they copy what they need, as the log's
+// append does). Frames of other keys are left to the GC. Under -tags
+// invariants a released frame is overwritten first, so a handler that broke
+// the rule reads garbage in tests instead of another request's bytes in
+// production.
+type FrameReleaser interface {
+	ReleasesFrame(key int16) bool
 }
 
 // Conn describes one client connection to handlers.
@@ -661,9 +677,23 @@ func (c *conn) readLoop() {
 				c.release(reserved)
 				return
 			}
+			if fr, ok := c.s.h.(FrameReleaser); ok && fr.ReleasesFrame(h.Key) {
+				releaseFrame(frame)
+			}
 		}
 		c.queue <- pending{h: h, reply: reply, reserved: reserved}
 	}
+}
+
+// releaseFrame gives a handled request's frame back to wire's pool
+// (FrameReleaser). Under -tags invariants it is poisoned first.
+func releaseFrame(frame []byte) {
+	if invariants.Enabled {
+		for i := range frame {
+			frame[i] = 0xdb
+		}
+	}
+	wire.PutBuffer(frame)
 }
 
 // handshakeTLS runs the TLS handshake of a TLS listener's connection within

@@ -58,6 +58,7 @@ func FuzzReadFrame(f *testing.F) {
 	f.Fuzz(func(t *testing.T, stream []byte, max int32) {
 		r := bytes.NewReader(stream)
 		for {
+			at := len(stream) - r.Len() + 4 // where this frame's body starts
 			frame, err := ReadFrame(r, max)
 			if err != nil {
 				if errors.Is(err, ErrFrameTooLarge) || err == io.EOF || err == io.ErrUnexpectedEOF {
@@ -68,6 +69,12 @@ func FuzzReadFrame(f *testing.F) {
 			if len(frame) > int(max) {
 				t.Fatalf("frame of %d bytes over max %d", len(frame), max)
 			}
+			// Frames come from the pool unzeroed: each must hold exactly its
+			// stream bytes, also after earlier frames were given back.
+			if !bytes.Equal(frame, stream[at:at+len(frame)]) {
+				t.Fatalf("frame at %d does not hold the stream's bytes", at)
+			}
+			PutBuffer(frame)
 		}
 	})
 }
