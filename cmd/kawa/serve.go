@@ -105,6 +105,7 @@ func parseServe(args []string) (config.Broker, serveOptions, error) {
 	fs.IntVar(&cfg.ConsumerMaxSize, "group-consumer-max-size", math.MaxInt32, "members a KIP-848 consumer group may have; a join beyond is GROUP_MAX_SIZE_REACHED (group.consumer.max.size)")
 	fs.IntVar(&cfg.ShareSnapshotUpdateRecords, "share-coordinator-snapshot-update-records-per-snapshot", share.DefaultSnapshotUpdateRecords, "update records __share_group_state gets for a share-partition between snapshots of it, 1-500 (share.coordinator.snapshot.update.records.per.snapshot)")
 	fs.DurationVar(&cfg.SharePruneInterval, "share-coordinator-state-topic-prune-interval", share.DefaultPruneInterval, "time between prune rounds of __share_group_state: its log start advances past what newer snapshots replace (share.coordinator.state.topic.prune.interval.ms)")
+	fs.IntVar(&cfg.ShareMaxSessions, "group-share-max-share-sessions", share.DefaultMaxShareSessions, "share sessions open at once; opening one more is SHARE_SESSION_LIMIT_REACHED (group.share.max.share.sessions)")
 	fs.IntVar(&cfg.ShareMaxRecordLocks, "group-share-partition-max-record-locks", share.DefaultMaxRecordLocks, "in-flight records of one share-partition, so the records it holds acquired at most (group.share.partition.max.record.locks)")
 	fs.DurationVar(&cfg.ConsumerHeartbeatInterval, "group-consumer-heartbeat-interval", 5*time.Second, "heartbeat interval KIP-848 consumer-group members are told (group.consumer.heartbeat.interval.ms)")
 	fs.DurationVar(&cfg.FailedAuthenticationDelay, "connection-failed-authentication-delay", 100*time.Millisecond, "hold back the answer to a failed SASL login this long; 0 = none (connection.failed.authentication.delay.ms)")
@@ -142,8 +143,8 @@ func parseServe(args []string) (config.Broker, serveOptions, error) {
 	if cfg.ConsumerMaxSize <= 0 {
 		return cfg, o, serveUsage("--group-consumer-max-size must be positive")
 	}
-	if cfg.ShareMaxRecordLocks <= 0 {
-		return cfg, o, serveUsage("--group-share-partition-max-record-locks must be positive")
+	if cfg.ShareMaxRecordLocks <= 0 || cfg.ShareMaxSessions <= 0 {
+		return cfg, o, serveUsage("--group-share-partition-max-record-locks and --group-share-max-share-sessions must be positive")
 	}
 	if cfg.ShareSnapshotUpdateRecords < 1 || cfg.ShareSnapshotUpdateRecords > 500 || cfg.SharePruneInterval <= 0 {
 		return cfg, o, serveUsage("--share-coordinator-snapshot-update-records-per-snapshot must be 1-500 and --share-coordinator-state-topic-prune-interval positive")

@@ -105,6 +105,7 @@ var brokerProperties = []brokerProperty{
 	{name: "group.consumer.max.size", flag: "group-consumer-max-size", conv: intAtLeast(1)},
 	{name: "group.consumer.heartbeat.interval.ms", flag: "group-consumer-heartbeat-interval", conv: msDuration(1)},
 	{name: "group.share.partition.max.record.locks", flag: "group-share-partition-max-record-locks", conv: intAtLeast(1)},
+	{name: "group.share.max.share.sessions", flag: "group-share-max-share-sessions", conv: intAtLeast(1)},
 	{name: "share.coordinator.snapshot.update.records.per.snapshot", flag: "share-coordinator-snapshot-update-records-per-snapshot", conv: intAtLeast(1)},
 	{name: "share.coordinator.state.topic.prune.interval.ms", flag: "share-coordinator-state-topic-prune-interval", conv: msDuration(1)},
 	{name: "offsets.retention.minutes", set: durationField(func(c *config.Broker) *time.Duration { return &c.OffsetsRetention }, time.Minute, 1)},

@@ -28,7 +28,10 @@ const shareAcquireRecordLimit int8 = 1
 // Behaviour: first the share session (KIP-932 "Share sessions", Kafka's
 // SharePartitionManager.newContext): epoch 0 opens a new one with the
 // request's partitions (replacing any open one; piggybacked
-// acknowledgements are refused then), -1 closes it, any other epoch must
+// acknowledgements are refused then; SHARE_SESSION_LIMIT_REACHED when
+// group.share.max.share.sessions are open), owned by this connection
+// (when it closes, the session ends and the member's acquired records are
+// released at once, as in Kafka 4.1), -1 closes it, any other epoch must
 // be the session's current one (1 after the opening fetch, then one more
 // per ShareFetch or ShareAcknowledge; MaxInt32 wraps to 1) and adds the
 // request's partitions and drops forgotten ones. A refused session step
@@ -51,7 +54,7 @@ const shareAcquireRecordLimit int8 = 1
 // errors, or with acknowledgements in the request, are answered. Errors
 // for the whole request: INVALID_REQUEST (no group or member; epoch 0 with
 // acknowledgements), UNKNOWN_MEMBER_ID, SHARE_SESSION_NOT_FOUND (no open
-// session for a non-zero epoch), INVALID_SHARE_SESSION_EPOCH (not the
+// session for a non-zero epoch), SHARE_SESSION_LIMIT_REACHED, INVALID_SHARE_SESSION_EPOCH (not the
 // session's epoch); per partition UNKNOWN_TOPIC_ID, KAFKA_STORAGE_ERROR
 // (the acquisition could not be persisted; nothing was acquired).
 //
@@ -139,7 +142,7 @@ func (b *Broker) shareFetch(ctx context.Context, pollDone <-chan struct{}, r *km
 			}
 		}
 	}
-	tps, err := b.shares.FetchSession(groupID, memberID, r.ShareSessionEpoch, add, forget, len(acked) > 0)
+	tps, err := b.shares.FetchSession(groupID, memberID, r.ShareSessionEpoch, add, forget, len(acked) > 0, pollDone)
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = errCode(err), errMsg(err)
 		resp.Topics = nil

@@ -62,6 +62,7 @@ func (b *Broker) openShares() error {
 	}
 	b.shares = share.New(shareStore{offsetsStore{p: p}}, time.Now, share.Limits{
 		MaxRecordLocks:        b.cfg.ShareMaxRecordLocks,
+		MaxShareSessions:      b.cfg.ShareMaxSessions,
 		SnapshotUpdateRecords: b.cfg.ShareSnapshotUpdateRecords,
 		PruneInterval:         b.cfg.SharePruneInterval,
 	})

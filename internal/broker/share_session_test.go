@@ -2,8 +2,10 @@ package broker_test
 
 import (
 	"context"
+	"net"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -11,6 +13,8 @@ import (
 
 	"github.com/kawa-broker/kawa/internal/config"
 	"github.com/kawa-broker/kawa/internal/kawatest"
+	"github.com/kawa-broker/kawa/internal/kawatest/rawreq"
+	"github.com/kawa-broker/kawa/internal/proxy"
 )
 
 // shareJoin joins member to group on topic with a ShareGroupHeartbeat and
@@ -208,6 +212,17 @@ func TestShareFetchAcquireModes(t *testing.T) {
 	}
 }
 
+// shareMembersAB starts a broker with opt, a topic q of n records, and
+// members a and b of share group g; it returns q's topic ID.
+func shareMembersAB(t *testing.T, n int, opt kawatest.Option) (*kawatest.Broker, [16]byte) {
+	t.Helper()
+	k := kawatest.NewBroker(t, opt)
+	shareSetup(t, k, "q", "g", n)
+	id := shareJoin(t, k, "g", "a", "q")
+	shareJoin(t, k, "g", "b", "q")
+	return k, id
+}
+
 // group.share.partition.max.record.locks over the wire: with 10, a
 // ShareFetch asking for 500 records of a 100-record stored batch acquires
 // 0..9 only (batch_optimized does not take the batch past the window), a
@@ -215,10 +230,7 @@ func TestShareFetchAcquireModes(t *testing.T) {
 // accepting 0..9, acquires 10..19.
 func TestShareMaxRecordLocks(t *testing.T) {
 	t.Parallel()
-	k := kawatest.NewBroker(t, func(c *config.Broker) { c.ShareMaxRecordLocks = 10 })
-	shareSetup(t, k, "q", "g", 100)
-	id := shareJoin(t, k, "g", "a", "q")
-	shareJoin(t, k, "g", "b", "q")
+	k, id := shareMembersAB(t, 100, func(c *config.Broker) { c.ShareMaxRecordLocks = 10 })
 	if acq := acquiredOf(shareFetch(t, k, "g", "a", id, 0, nil)); len(acq) != 1 || acq[0].FirstOffset != 0 || acq[0].LastOffset != 9 {
 		t.Fatalf("a acquired %+v, want 0..9", acq)
 	}
@@ -232,4 +244,141 @@ func TestShareMaxRecordLocks(t *testing.T) {
 	if acq := acquiredOf(shareFetch(t, k, "g", "b", id, 1, nil)); len(acq) != 0 {
 		t.Fatalf("b acquired %+v with the window full again, want nothing", acq)
 	}
+}
+
+// shareFetchOn sends one ShareFetch v1 of partition 0 on conn (raw
+// frames, so the test chooses the TCP connection), waiting up to maxWait.
+func shareFetchOn(t *testing.T, conn net.Conn, corr int32, group, member string, id [16]byte, epoch int32, maxWait time.Duration, acks []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) *kmsg.ShareFetchResponse {
+	t.Helper()
+	sf := kmsg.NewPtrShareFetchRequest()
+	sf.Version = 1
+	sf.GroupID, sf.MemberID, sf.ShareSessionEpoch = kmsg.StringPtr(group), kmsg.StringPtr(member), epoch
+	sf.MaxWaitMillis, sf.MaxBytes, sf.MaxRecords = int32(maxWait.Milliseconds()), 1<<20, 500
+	sf.Topics = []kmsg.ShareFetchRequestTopic{{TopicID: id, Partitions: []kmsg.ShareFetchRequestTopicPartition{{Partition: 0, AcknowledgementBatches: acks}}}}
+	if _, err := conn.Write(rawreq.Frame(sf, corr, nil)); err != nil {
+		t.Fatal(err)
+	}
+	resp := sf.ResponseKind().(*kmsg.ShareFetchResponse)
+	if err := rawreq.ReadResponse(conn, corr, resp); err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// A share session is keyed by group and member and owned by the TCP
+// connection that opened it (Kafka 4.1's ShareSessionCache): the member's
+// ShareFetch on a second connection continues it at the next epoch (its
+// acknowledgements apply); when the opening connection closes, the session
+// ends and the member's acquired records go to another member at once
+// with delivery count 2 (the lock has 30 s to run), after which the old
+// epoch is SHARE_SESSION_NOT_FOUND and epoch 0 opens a new session. Before,
+// a dropped connection left its records locked until the lock expired.
+func TestShareSessionAcrossConnections(t *testing.T) {
+	t.Parallel()
+	k := kawatest.NewBroker(t)
+	shareSetup(t, k, "q", "g", 10)
+	id := shareJoin(t, k, "g", "a", "q")
+	shareJoin(t, k, "g", "b", "q")
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", k.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	c1, c2 := dial(), dial()
+	r := shareFetchOn(t, c1, 1, "g", "a", id, 0, 0, nil)
+	if acq := acquiredOf(r); len(acq) != 1 || acq[0].FirstOffset != 0 || acq[0].LastOffset != 9 {
+		t.Fatalf("a acquired %+v on its first connection, want 0..9", acq)
+	}
+	accept := []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{{FirstOffset: 0, LastOffset: 4, AcknowledgeTypes: []int8{1}}}
+	r = shareFetchOn(t, c2, 1, "g", "a", id, 1, 0, accept)
+	wantCode(t, "epoch 1 on the second connection", r.ErrorCode, nil)
+	if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
+		t.Fatalf("epoch 1 on the second connection answered %+v", r.Topics)
+	}
+	wantCode(t, "accept of 0..4 on the second connection", r.Topics[0].Partitions[0].AcknowledgeErrorCode, nil)
+
+	// b long-polls; closing a's first connection must release 5..9 to it.
+	done := make(chan []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord, 1)
+	go func() {
+		sf := kmsg.NewPtrShareFetchRequest()
+		sf.GroupID, sf.MemberID = kmsg.StringPtr("g"), kmsg.StringPtr("b")
+		sf.MaxWaitMillis, sf.MaxBytes, sf.MaxRecords = 20000, 1<<20, 500
+		sf.Topics = []kmsg.ShareFetchRequestTopic{{TopicID: id, Partitions: []kmsg.ShareFetchRequestTopicPartition{{Partition: 0}}}}
+		resp, err := sf.RequestWith(context.Background(), k.Client())
+		if err != nil {
+			t.Error(err)
+			done <- nil
+			return
+		}
+		done <- acquiredOf(resp)
+	}()
+	c1.Close()
+	if acq := <-done; len(acq) != 1 || acq[0].FirstOffset != 5 || acq[0].LastOffset != 9 || acq[0].DeliveryCount != 2 {
+		t.Fatalf("b acquired %+v after a's opening connection closed, want 5..9 with delivery count 2", acq)
+	}
+	wantCode(t, "epoch 2 after the opening connection closed", shareFetchOn(t, c2, 2, "g", "a", id, 2, 0, nil).ErrorCode, kerr.ShareSessionNotFound)
+	wantCode(t, "epoch 0 on the second connection", shareFetchOn(t, c2, 3, "g", "a", id, 0, 0, nil).ErrorCode, nil)
+}
+
+// group.share.max.share.sessions: with 1, a second member's opening
+// ShareFetch is SHARE_SESSION_LIMIT_REACHED (Kafka refuses, it does not
+// evict), the first member may replace its own session, and once it closes
+// its session (epoch -1) the second gets one.
+func TestShareSessionLimit(t *testing.T) {
+	t.Parallel()
+	k, id := shareMembersAB(t, 10, func(c *config.Broker) { c.ShareMaxSessions = 1 })
+	wantCode(t, "a opens", shareFetch(t, k, "g", "a", id, 0, nil).ErrorCode, nil)
+	wantCode(t, "b opens beyond the limit", shareFetch(t, k, "g", "b", id, 0, nil).ErrorCode, kerr.ShareSessionLimitReached)
+	wantCode(t, "a opens again (replaces its own)", shareFetch(t, k, "g", "a", id, 0, nil).ErrorCode, nil)
+	wantCode(t, "a closes", shareFetch(t, k, "g", "a", id, -1, nil).ErrorCode, nil)
+	r := shareFetch(t, k, "g", "b", id, 0, nil)
+	wantCode(t, "b opens after a closed", r.ErrorCode, nil)
+	if acq := acquiredOf(r); len(acq) != 1 || acq[0].FirstOffset != 0 || acq[0].LastOffset != 9 {
+		t.Errorf("b acquired %+v, want 0..9 (a's close released them)", acq)
+	}
+}
+
+// franz-go through internal/proxy: a share consumer holding records (not
+// yet acknowledged) has every connection cut; it reconnects, opens a new
+// share session, and gets the records it held again with delivery count 2
+// long before their 60 s acquisition lock would have let them go, then
+// consumes the rest.
+func TestShareConsumerReconnectsThroughProxy(t *testing.T) {
+	t.Parallel()
+	k := kawatest.NewBroker(t)
+	shareSetup(t, k, "q", "g", 200, "share.record.lock.duration.ms", "60000")
+	px, err := proxy.New(k.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { px.Close() })
+	c, err := kgo.NewClient(kgo.SeedBrokers(px.Addr()), kgo.ConsumeTopics("q"), kgo.ShareGroup("g"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	held := map[int64]bool{}
+	for len(held) == 0 && ctx.Err() == nil {
+		c.PollFetches(ctx).EachRecord(func(r *kgo.Record) { held[r.Offset] = true })
+	}
+	px.CutAll()
+	accepted, redelivered := map[int64]bool{}, 0
+	for len(accepted) < 200 && ctx.Err() == nil {
+		c.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			if held[r.Offset] && r.DeliveryCount() >= 2 {
+				redelivered++
+			}
+			r.Ack(kgo.AckAccept)
+			accepted[r.Offset] = true
+		})
+	}
+	if len(accepted) < 200 || redelivered < len(held) {
+		t.Fatalf("after the cut: %d of 200 records, %d of the %d held redelivered, in 20 s (the lock is 60 s)", len(accepted), redelivered, len(held))
+	}
+	t.Logf("%d records held at the cut, all redelivered with delivery count 2", len(held))
 }

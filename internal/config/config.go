@@ -105,6 +105,9 @@ type Broker struct {
 	// ShareMaxRecordLocks is group.share.partition.max.record.locks (KIP-932): the in-flight window of
 	// one share-partition, so the records it holds acquired at most; 0 takes Kafka 4.1's 2000.
 	ShareMaxRecordLocks int
+	// ShareMaxSessions is group.share.max.share.sessions: share sessions open at once; opening one more is
+	// SHARE_SESSION_LIMIT_REACHED. 0 takes Kafka's 2000.
+	ShareMaxSessions int
 	// ShareSnapshotUpdateRecords is share.coordinator.snapshot.update.records.per.snapshot: update records
 	// written for a share-partition between snapshots of it in __share_group_state; 0 takes Kafka's 500.
 	ShareSnapshotUpdateRecords int

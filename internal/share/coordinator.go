@@ -25,8 +25,10 @@
 // available again with their delivery counts kept (redelivered), or
 // archived at the limit; acknowledged ones are never redelivered.
 //
-// Locking: one mutex over all groups; no goroutines (timeouts are applied
-// lazily by the next request that looks at a group).
+// Locking: one mutex over all groups. Timeouts are applied lazily by the
+// next request that looks at a group; the only goroutines are one per
+// share session opened on a connection, waiting for that connection to
+// close, and each ends with its session.
 package share
 
 import (
@@ -48,6 +50,9 @@ const (
 	DefaultDeliveryLimit     = 5                // group.share.delivery.count.limit
 	DefaultSessionTimeout    = 45 * time.Second // group.share.session.timeout.ms
 	DefaultHeartbeatInterval = 5 * time.Second  // group.share.heartbeat.interval.ms
+	// DefaultMaxShareSessions is group.share.max.share.sessions: share
+	// sessions open at once on the broker.
+	DefaultMaxShareSessions = 2000
 	// DefaultMaxRecordLocks is group.share.partition.max.record.locks,
 	// Kafka 4.1's default (4.0's was 200): the in-flight window of one
 	// share-partition, and so the acquired records it holds at most.
@@ -60,6 +65,9 @@ type Limits struct {
 	// MaxRecordLocks is group.share.partition.max.record.locks (records;
 	// default DefaultMaxRecordLocks).
 	MaxRecordLocks int
+	// MaxShareSessions is group.share.max.share.sessions (default
+	// DefaultMaxShareSessions).
+	MaxShareSessions int
 	// SnapshotUpdateRecords is share.coordinator.snapshot.update.records.per.snapshot:
 	// update records written for a share-partition between two snapshots
 	// of it (default DefaultSnapshotUpdateRecords).
@@ -79,6 +87,9 @@ const (
 func (l Limits) withDefaults() Limits {
 	if l.MaxRecordLocks <= 0 {
 		l.MaxRecordLocks = DefaultMaxRecordLocks
+	}
+	if l.MaxShareSessions <= 0 {
+		l.MaxShareSessions = DefaultMaxShareSessions
 	}
 	if l.SnapshotUpdateRecords <= 0 {
 		l.SnapshotUpdateRecords = DefaultSnapshotUpdateRecords
@@ -115,11 +126,14 @@ type member struct {
 	epoch    int32
 	topics   []string
 	deadline time.Time
-	// The member's share session (KIP-932 "Share sessions"): its
+	// The member's share session (KIP-932 "Share sessions"; Kafka's
+	// ShareSessionCache keys it by group and member ID too): its
 	// partitions and the epoch its next ShareFetch or ShareAcknowledge must
-	// carry; session nil means no session is open.
+	// carry; session nil means no session is open. sessionEnd is closed
+	// when the session ends (its watch goroutine stops then).
 	session      map[TP]struct{}
 	sessionEpoch int32
+	sessionEnd   chan struct{}
 }
 
 type group struct {
@@ -130,7 +144,8 @@ type group struct {
 	parts   map[TP]*sharePartition
 }
 
-// Coordinator owns every share group. It starts no goroutines: session and
+// Coordinator owns every share group. Its only goroutines watch the
+// connections that opened share sessions (watchSession); session and
 // lock timeouts are applied lazily, by the next request that looks at the
 // group, using the injected clock.
 type Coordinator struct {
@@ -147,6 +162,7 @@ type Coordinator struct {
 	need      map[string]int64
 	nextPrune time.Time // when the next prune round is due
 	coldBelow int64     // the previous prune round's end: keys needing less are cold
+	sessions  int       // share sessions open, at most lim.MaxShareSessions
 }
 
 // New returns a coordinator persisting to store (call Load with the
@@ -402,6 +418,9 @@ func (c *Coordinator) expireMembersLocked(g *group, now time.Time) {
 }
 
 func (c *Coordinator) removeMemberLocked(g *group, id string) {
+	if m := g.members[id]; m != nil {
+		c.endSessionLocked(m)
+	}
 	delete(g.members, id)
 	g.epoch++
 	any := false
@@ -534,7 +553,18 @@ func (c *Coordinator) sessionMemberLocked(groupID, memberID string) (*group, *me
 // session's, adds add and drops forget, and moves the epoch on. Errors:
 // kerr.UnknownMemberID (not a member), kerr.InvalidRequest,
 // kerr.ShareSessionNotFound (no session open), kerr.InvalidShareSessionEpoch.
-func (c *Coordinator) FetchSession(groupID, memberID string, epoch int32, add, forget []TP, hasAcks bool) ([]TP, error) {
+//
+// A session belongs to the connection that opened it (conn is closed when
+// that connection ends; nil: never), as in Kafka 4.1's ShareSessionCache:
+// a request on another connection continues it at its next epoch, but
+// when the opening connection closes the session ends and the member's
+// acquired records are released at once (Kafka's onMemberLeave), instead
+// of waiting out their locks; the client then gets SHARE_SESSION_NOT_FOUND
+// and opens a new session. Opening a session when
+// group.share.max.share.sessions are open is SHARE_SESSION_LIMIT_REACHED
+// (kerr.ShareSessionLimitReached), as in Kafka, which refuses rather than
+// evicts; replacing the member's own session is always allowed.
+func (c *Coordinator) FetchSession(groupID, memberID string, epoch int32, add, forget []TP, hasAcks bool, conn <-chan struct{}) ([]TP, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, m, err := c.sessionMemberLocked(groupID, memberID)
@@ -546,7 +576,15 @@ func (c *Coordinator) FetchSession(groupID, memberID string, epoch int32, add, f
 		if hasAcks {
 			return nil, fmt.Errorf("%w: acknowledgements in a ShareFetch that opens a share session", kerr.InvalidRequest)
 		}
-		m.session, m.sessionEpoch = map[TP]struct{}{}, 1
+		c.endSessionLocked(m)
+		if c.sessions >= c.lim.MaxShareSessions {
+			return nil, fmt.Errorf("%w: %d share sessions open (group.share.max.share.sessions)", kerr.ShareSessionLimitReached, c.sessions)
+		}
+		c.sessions++
+		m.session, m.sessionEpoch, m.sessionEnd = map[TP]struct{}{}, 1, make(chan struct{})
+		if conn != nil {
+			go c.watchSession(groupID, memberID, m.sessionEnd, conn)
+		}
 	case m.session == nil:
 		return nil, kerr.ShareSessionNotFound
 	case epoch == SessionClose:
@@ -611,7 +649,7 @@ func (c *Coordinator) CloseSession(ctx context.Context, groupID, memberID string
 		if err != nil {
 			return nil, err
 		}
-		m.session, m.sessionEpoch = nil, 0
+		c.endSessionLocked(m)
 		var changed []TP
 		for tp, sp := range g.parts {
 			if sp.releaseMember(memberID, g.limit()) {
@@ -624,6 +662,47 @@ func (c *Coordinator) CloseSession(ctx context.Context, groupID, memberID string
 		c.wakeLocked()
 		return c.appendLocked(c.partChangesLocked(g, changed)...)
 	})
+}
+
+// endSessionLocked ends m's share session, if one is open.
+func (c *Coordinator) endSessionLocked(m *member) {
+	if m.session == nil {
+		return
+	}
+	close(m.sessionEnd)
+	m.session, m.sessionEpoch, m.sessionEnd = nil, 0, nil
+	c.sessions--
+}
+
+// watchSession waits for the connection that opened a share session to
+// close, then ends that session (if it is still open: not closed,
+// replaced or ended with its member meanwhile) and releases every record
+// the member holds, waking parked ShareFetches. It returns when either
+// ends: the session owns it.
+func (c *Coordinator) watchSession(groupID, memberID string, end <-chan struct{}, conn <-chan struct{}) {
+	select {
+	case <-end:
+		return
+	case <-conn:
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[groupID]
+	if g == nil {
+		return
+	}
+	m := g.members[memberID]
+	if m == nil || m.sessionEnd != end {
+		return
+	}
+	c.endSessionLocked(m)
+	released := false
+	for _, sp := range g.parts {
+		released = sp.releaseMember(memberID, g.limit()) || released
+	}
+	if released {
+		c.wakeLocked()
+	}
 }
 
 // partLocked returns the share-partition, creating it with its SPSO at

@@ -359,32 +359,32 @@ func TestAcknowledgeBelowStart(t *testing.T) {
 // the member's records.
 func TestSessionEpochs(t *testing.T) {
 	c := open(t, newLog())
-	if _, err := c.FetchSession("g", "a", 1, []TP{tp}, nil, false); !errors.Is(err, kerr.ShareSessionNotFound) {
+	if _, err := c.FetchSession("g", "a", 1, []TP{tp}, nil, false, nil); !errors.Is(err, kerr.ShareSessionNotFound) {
 		t.Errorf("fetch at epoch 1 with no session: %v, want SHARE_SESSION_NOT_FOUND", err)
 	}
 	if err := c.AckSession("g", "a", 3); !errors.Is(err, kerr.ShareSessionNotFound) {
 		t.Errorf("ack at epoch 3 with no session: %v, want SHARE_SESSION_NOT_FOUND", err)
 	}
-	if _, err := c.FetchSession("g", "a", SessionClose, nil, nil, false); !errors.Is(err, kerr.ShareSessionNotFound) {
+	if _, err := c.FetchSession("g", "a", SessionClose, nil, nil, false, nil); !errors.Is(err, kerr.ShareSessionNotFound) {
 		t.Errorf("close with no session: %v, want SHARE_SESSION_NOT_FOUND", err)
 	}
-	if _, err := c.FetchSession("g", "a", SessionOpen, []TP{tp}, nil, true); !errors.Is(err, kerr.InvalidRequest) {
+	if _, err := c.FetchSession("g", "a", SessionOpen, []TP{tp}, nil, true, nil); !errors.Is(err, kerr.InvalidRequest) {
 		t.Errorf("opening fetch with acknowledgements: %v, want INVALID_REQUEST", err)
 	}
-	if _, err := c.FetchSession("g", "nobody", SessionOpen, []TP{tp}, nil, false); !errors.Is(err, kerr.UnknownMemberID) {
+	if _, err := c.FetchSession("g", "nobody", SessionOpen, []TP{tp}, nil, false, nil); !errors.Is(err, kerr.UnknownMemberID) {
 		t.Errorf("fetch of a non-member: %v, want UNKNOWN_MEMBER_ID", err)
 	}
-	if got, err := c.FetchSession("g", "a", SessionOpen, []TP{tp}, nil, false); err != nil || len(got) != 1 || got[0] != tp {
+	if got, err := c.FetchSession("g", "a", SessionOpen, []TP{tp}, nil, false, nil); err != nil || len(got) != 1 || got[0] != tp {
 		t.Fatalf("open: %v, %v; want [%v]", got, err, tp)
 	}
 	if err := c.AckSession("g", "a", SessionOpen); !errors.Is(err, kerr.InvalidShareSessionEpoch) {
 		t.Errorf("ack at epoch 0: %v, want INVALID_SHARE_SESSION_EPOCH", err)
 	}
-	if _, err := c.FetchSession("g", "a", 2, nil, nil, false); !errors.Is(err, kerr.InvalidShareSessionEpoch) {
+	if _, err := c.FetchSession("g", "a", 2, nil, nil, false, nil); !errors.Is(err, kerr.InvalidShareSessionEpoch) {
 		t.Errorf("fetch at 2 when the session is at 1: %v, want INVALID_SHARE_SESSION_EPOCH", err)
 	}
 	tp1 := TP{"q", 1}
-	if got, err := c.FetchSession("g", "a", 1, []TP{tp1}, nil, true); err != nil || len(got) != 2 {
+	if got, err := c.FetchSession("g", "a", 1, []TP{tp1}, nil, true, nil); err != nil || len(got) != 2 {
 		t.Fatalf("fetch at 1 adding %v: %v, %v; want both partitions", tp1, got, err)
 	}
 	if err := c.AckSession("g", "a", 1); !errors.Is(err, kerr.InvalidShareSessionEpoch) {
@@ -393,7 +393,7 @@ func TestSessionEpochs(t *testing.T) {
 	if err := c.AckSession("g", "a", 2); err != nil {
 		t.Errorf("ack at 2: %v", err)
 	}
-	if got, err := c.FetchSession("g", "a", 3, nil, []TP{tp}, false); err != nil || len(got) != 1 || got[0] != tp1 {
+	if got, err := c.FetchSession("g", "a", 3, nil, []TP{tp}, false, nil); err != nil || len(got) != 1 || got[0] != tp1 {
 		t.Errorf("fetch at 3 forgetting %v: %v, %v; want [%v]", tp, got, err, tp1)
 	}
 	if nextSessionEpoch(1<<31-1) != 1 {
@@ -409,7 +409,7 @@ func TestSessionEpochs(t *testing.T) {
 	if got := acquire(t, c, "b"); len(held) != 1 || len(got) != 1 || got[0] != (Acquired{0, 9, 2}) {
 		t.Errorf("a held %v before closing; b then acquired %v, want [{0 9 2}]", held, got)
 	}
-	if _, err := c.FetchSession("g", "a", 4, nil, nil, false); !errors.Is(err, kerr.ShareSessionNotFound) {
+	if _, err := c.FetchSession("g", "a", 4, nil, nil, false, nil); !errors.Is(err, kerr.ShareSessionNotFound) {
 		t.Errorf("fetch after the close: %v, want SHARE_SESSION_NOT_FOUND", err)
 	}
 }
@@ -646,4 +646,53 @@ func TestStateLogSnapshotsAndPrunes(t *testing.T) {
 		t.Errorf("no update record among the %d held: every change was a snapshot", len(log.recs))
 	}
 	t.Logf("%d records appended, log start %d, at most %d held (%d updates now)", log.next, log.start, maxLen, updates)
+}
+
+// A share session belongs to the connection that opened it (Kafka 4.1's
+// ShareSessionCache): a request from another connection continues it at
+// its next epoch; when the opening connection closes, the session ends
+// and the member's acquired records are available at once (delivery count
+// kept, no lock expiry waited for); group.share.max.share.sessions refuses
+// a session beyond it with SHARE_SESSION_LIMIT_REACHED, and a session that
+// ended (connection closed, member left) frees its slot.
+func TestSessionOwnedByConnection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := openLimits(t, newLog(), Limits{MaxShareSessions: 1})
+		conn1 := make(chan struct{})
+		if _, err := c.FetchSession("g", "a", SessionOpen, []TP{tp}, nil, false, conn1); err != nil {
+			t.Fatal(err)
+		}
+		if got := acquire(t, c, "a"); !slices.Equal(got, []Acquired{{0, 9, 1}}) {
+			t.Fatalf("a acquired %v, want [{0 9 1}]", got)
+		}
+		if _, err := c.FetchSession("g", "b", SessionOpen, []TP{tp}, nil, false, nil); !errors.Is(err, kerr.ShareSessionLimitReached) {
+			t.Fatalf("b's session beyond the limit: %v, want SHARE_SESSION_LIMIT_REACHED", err)
+		}
+		conn2 := make(chan struct{})
+		if _, err := c.FetchSession("g", "a", 1, nil, nil, false, conn2); err != nil {
+			t.Fatalf("a's next epoch from a second connection: %v", err)
+		}
+		close(conn2) // not the opening connection: the session stays
+		synctest.Wait()
+		if _, err := c.FetchSession("g", "a", 2, nil, nil, false, nil); err != nil {
+			t.Fatalf("a's epoch 2 after the second connection closed: %v", err)
+		}
+		close(conn1)
+		synctest.Wait()
+		if _, err := c.FetchSession("g", "a", 3, nil, nil, false, nil); !errors.Is(err, kerr.ShareSessionNotFound) {
+			t.Fatalf("a's epoch 3 after its opening connection closed: %v, want SHARE_SESSION_NOT_FOUND", err)
+		}
+		if got := acquire(t, c, "b"); !slices.Equal(got, []Acquired{{0, 9, 2}}) {
+			t.Fatalf("b acquired %v right after a's connection closed, want [{0 9 2}]", got)
+		}
+		if _, err := c.FetchSession("g", "b", SessionOpen, []TP{tp}, nil, false, nil); err != nil {
+			t.Fatalf("b's session after a's ended: %v", err)
+		}
+		if _, err := c.Heartbeat("g", "b", -1, nil, one); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.FetchSession("g", "a", SessionOpen, []TP{tp}, nil, false, nil); err != nil {
+			t.Fatalf("a's new session after b left: %v", err)
+		}
+	})
 }
