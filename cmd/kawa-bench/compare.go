@@ -46,6 +46,9 @@ type workload struct {
 	txnEvery   time.Duration // commit every interval (0: no transactions by time)
 	dupCheck   bool          // key records by producer and sequence, then read the log back and count duplicates
 	kafkaOnly  bool
+	// W8 (partitions.go): consumers tailing every partition during the
+	// produce window, after the partitions' idle RSS and CPU are measured.
+	consumers int
 	// W5: an exactly-once pipeline (pipeline.go) fed at rate records/s;
 	// its transform stage commits every txnRecords records or txnEvery.
 	pipeline bool
@@ -220,7 +223,10 @@ func fullWorkloads() []workload {
 	ws = append(ws, workload{name: "W2-8p-8prod", partitions: 8, producers: 8, recordSize: 1024, warmup: warm, duration: dur})
 	ws = append(ws, workload{name: "W7-fetch", fetch: true, partitions: 1, recordSize: 1024, backlog: 1 << 30})
 	ws = append(ws, semanticWorkloads(warm, dur)...)
-	return append(ws, pipelineWorkload(warm, dur))
+	ws = append(ws, pipelineWorkload(warm, dur))
+	// W8: 1,000 partitions, 16 producers, 2 consumers each fetching all of them.
+	return append(ws, workload{name: "W8-1000p-16prod", partitions: 1000, producers: 16, consumers: 2, recordSize: 1024,
+		warmup: warm, duration: dur})
 }
 
 // pipelineWorkload is W5, in --full (alone: --full --only W5): the
@@ -425,6 +431,22 @@ func runWorkload(ctx context.Context, b *brokerProc, spec cellSpec, res *cellRes
 		pr := &pipelineResult{}
 		err := pb.run(ctx, pr)
 		res.fromPipeline(pr)
+		return err
+	case w.consumers > 0:
+		pb := &produceBench{brokers: b.addr, topic: "bench", partitions: w.partitions, partitionsSet: true,
+			producers: w.producers, recordSize: w.recordSize, duration: w.duration, warmup: w.warmup,
+			// W2's one producer's 50,000 buffered records over all 16, so
+			// the cell does not hold 800 MB in the harness.
+			linger: 10 * time.Millisecond, maxBuffered: max(1, 50000/w.producers), brokerPID: b.pid()}
+		opts, err := cli.ProducerOpts(cli.NewFlagSet("produce", ""), "all", true)
+		if err != nil {
+			return err
+		}
+		pb.clientOpts = opts
+		mb := &partitionsBench{produce: pb, consumers: w.consumers, settle: 3 * time.Second, brokerPID: b.pid()}
+		pr := &partitionsResult{}
+		err = mb.run(ctx, pr)
+		res.fromPartitions(pr)
 		return err
 	case spec.s.kind == "nats" && w.fetch:
 		if err := natsFill(ctx, b.url(), w.backlog/int64(w.recordSize), w.recordSize); err != nil {

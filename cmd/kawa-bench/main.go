@@ -74,7 +74,9 @@
 //     back for duplicates) and W5 (an exactly-once consume-transform-produce
 //     pipeline, end-to-end latency); W4, W5 and W6 run on Kawa and kfake
 //     only (semanticWorkloads and pipelineWorkload in compare.go,
-//     semantics.go, pipeline.go).
+//     semantics.go, pipeline.go); and W8 (1,000 partitions, 16 producers,
+//     2 consumers tailing every partition: idle RSS per partition, idle
+//     CPU, end-to-end latency; partitions.go), Kawa and kfake only.
 //
 // Exit status and messages follow cmd/kawa's (cmd/internal/cli): 0 on
 // success, 2 on a usage error, 1 on any other failure.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -253,8 +252,23 @@ func (p *pipelineReader) setWindow(warmEnd, end time.Time) {
 
 // read polls the output topic until ctx ends.
 func (p *pipelineReader) read(ctx context.Context, brokers, topic string) error {
-	cl, err := cli.ClientFor(cli.NewFlagSet("pipeline", ""), brokers, kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	err := pollTopic(ctx, brokers, topic, func(fs kgo.Fetches, now time.Time) {
+		p.mu.Lock()
+		fs.EachRecord(func(r *kgo.Record) { p.record(r, now) })
+		p.checkLocked()
+		p.mu.Unlock()
+	}, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil && err == ctx.Err() {
+		return nil // stopped: the run is over
+	}
+	return err
+}
+
+// pollTopic consumes topic with a client of opts until ctx ends (returning
+// its error) or a fetch fails, handing each poll's fetches to onPoll with the
+// time the poll returned.
+func pollTopic(ctx context.Context, brokers, topic string, onPoll func(fs kgo.Fetches, now time.Time), opts ...kgo.Opt) error {
+	cl, err := cli.ClientFor(cli.NewFlagSet("poll", ""), brokers, append([]kgo.Opt{kgo.ConsumeTopics(topic)}, opts...)...)
 	if err != nil {
 		return err
 	}
@@ -265,23 +279,15 @@ func (p *pipelineReader) read(ctx context.Context, brokers, topic string) error 
 		if err := cli.FetchError(fs); err != nil {
 			return fmt.Errorf("poll %s: %w", topic, err)
 		}
-		p.mu.Lock()
-		fs.EachRecord(func(r *kgo.Record) { p.record(r, now) })
-		p.checkLocked()
-		p.mu.Unlock()
+		onPoll(fs, now)
 	}
-	return nil
+	return ctx.Err()
 }
 
 // record accounts one output record read at now. Unstamped records (the
 // input producer's priming record, copied) are not measured.
 func (p *pipelineReader) record(r *kgo.Record, now time.Time) {
-	var sent time.Time
-	for _, h := range r.Headers {
-		if h.Key == sentHeader && len(h.Value) == 8 {
-			sent = time.Unix(0, int64(binary.BigEndian.Uint64(h.Value)))
-		}
-	}
+	sent := sentAt(r)
 	if sent.IsZero() {
 		return
 	}

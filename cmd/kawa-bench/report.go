@@ -45,8 +45,15 @@ type cellResult struct {
 	PublishP50   float64 `json:"publish_p50_us,omitempty"`
 	CommitP50    float64 `json:"commit_p50_us,omitempty"` // W5: the transform's End(TryCommit): flush + EndTxn
 	CommitP99    float64 `json:"commit_p99_us,omitempty"`
-	Errors       int64   `json:"errors,omitempty"`
-	Error        string  `json:"error,omitempty"`
+	// W8: broker RSS per partition at rest (after creating the topic, before
+	// any client), broker CPU (% of one core) while the consumers poll the
+	// idle partitions, and end to end latency (send -> consumer poll).
+	IdleRSSPerPartition int64   `json:"idle_rss_per_partition_bytes,omitempty"`
+	IdleCPUPercent      float64 `json:"idle_cpu_percent,omitempty"`
+	E2EP50              float64 `json:"e2e_p50_us,omitempty"`
+	E2EP99              float64 `json:"e2e_p99_us,omitempty"`
+	Errors              int64   `json:"errors,omitempty"`
+	Error               string  `json:"error,omitempty"`
 }
 
 func (c *cellResult) fromProduce(r *produceResult) {
@@ -66,6 +73,12 @@ func (c *cellResult) fromPipeline(r *pipelineResult) {
 	c.P50, c.P99, c.P999 = r.E2E.P50, r.E2E.P99, r.E2E.P999
 	missing := r.Expected - r.Delivered
 	c.ReadBack, c.Duplicates, c.Transactions, c.Missing = &r.Delivered, &r.Duplicates, &r.Transactions, &missing
+}
+
+func (c *cellResult) fromPartitions(r *partitionsResult) {
+	c.fromProduce(&r.Produce)
+	c.IdleRSSPerPartition, c.IdleCPUPercent = r.IdleRSSPerPartition, r.IdleCPUPercent
+	c.E2EP50, c.E2EP99 = r.E2E.P50, r.E2E.P99
 }
 
 func (c *cellResult) fromFetch(r *fetchResult) {
@@ -131,6 +144,10 @@ var ratioMetrics = []struct {
 	{"user_cpu_s_per_gib", func(c *cellResult) float64 { return c.UserCPUPerGiB }},
 	{"sys_cpu_s_per_gib", func(c *cellResult) float64 { return c.SysCPUPerGiB }},
 	{"peak_rss_bytes", func(c *cellResult) float64 { return float64(c.PeakRSS) }},
+	{"e2e_p50_us", func(c *cellResult) float64 { return c.E2EP50 }},
+	{"e2e_p99_us", func(c *cellResult) float64 { return c.E2EP99 }},
+	{"idle_rss_per_partition_bytes", func(c *cellResult) float64 { return float64(c.IdleRSSPerPartition) }},
+	{"idle_cpu_percent", func(c *cellResult) float64 { return c.IdleCPUPercent }},
 }
 
 // computeRatios fills Ratios: for each workload, each Kawa system against
@@ -330,12 +347,19 @@ func (r *report) targets() []string {
 	}
 	var peak int64
 	for _, c := range r.Cells {
-		if strings.HasPrefix(c.System, "kawa") {
+		if strings.HasPrefix(c.System, "kawa") && !strings.HasPrefix(c.Workload, "W8") {
 			peak = max(peak, c.PeakRSS)
 		}
 	}
 	if peak > 0 {
-		out = append(out, fmt.Sprintf("%-7s kawa peak RSS <= 256 MiB over all cells: %.0f MiB", verdict(peak <= 256<<20), float64(peak)/(1<<20)))
+		out = append(out, fmt.Sprintf("%-7s kawa peak RSS <= 256 MiB over the W1-W7 cells: %.0f MiB", verdict(peak <= 256<<20), float64(peak)/(1<<20)))
+	}
+	for _, w := range r.workloadsWithPrefix("W8") {
+		for _, sys := range []string{"kawa-always", "kawa-never"} {
+			if m, ok := r.medianOf(w, sys, func(c *cellResult) float64 { return float64(c.IdleRSSPerPartition) }); ok {
+				out = append(out, fmt.Sprintf("%-7s %s %s RSS <= 100 KiB per idle partition: %.0f KiB (median)", verdict(m <= 100<<10), w, sys, m/1024))
+			}
+		}
 	}
 	return out
 }

@@ -66,13 +66,20 @@ func parseStatCPU(stat []byte) (utime, stime uint64, err error) {
 
 // PeakRSS returns the peak resident set size of pid in bytes (VmHWM in
 // /proc/PID/status): the high-water mark since the process started.
-func PeakRSS(pid int) (int64, error) {
+func PeakRSS(pid int) (int64, error) { return statusKB(pid, "VmHWM:") }
+
+// RSS returns the resident set size of pid in bytes now (VmRSS in
+// /proc/PID/status).
+func RSS(pid int) (int64, error) { return statusKB(pid, "VmRSS:") }
+
+// statusKB reads key's kB figure from /proc/PID/status, in bytes.
+func statusKB(pid int, key string) (int64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	return ParseStatusKB(f, "VmHWM:")
+	return ParseStatusKB(f, key)
 }
 
 // ParseStatusKB finds "Key:   N kB" in a /proc/PID/status stream and returns
