@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kawa-broker/kawa/internal/config"
 	"github.com/kawa-broker/kawa/internal/kawatest"
 )
 
@@ -24,6 +25,7 @@ import (
 // and logs records/s per case.
 //
 //	KAWA_SHARE_BENCH=100000 go test -run TestShareThroughput -v ./internal/broker
+//	KAWA_SHARE_BENCH=100000 KAWA_SHARE_BENCH_LOCKS=1000000 go test -run TestShareThroughput -v ./internal/broker
 func TestShareThroughput(t *testing.T) {
 	v := os.Getenv("KAWA_SHARE_BENCH")
 	if v == "" {
@@ -33,7 +35,11 @@ func TestShareThroughput(t *testing.T) {
 	if err != nil || n <= 0 {
 		n = 100000
 	}
-	k := kawatest.NewBroker(t)
+	// KAWA_SHARE_BENCH_LOCKS sets group.share.partition.max.record.locks
+	// (default 2000): a value above the backlog measures the fetch path
+	// without the in-flight window, as before the window existed.
+	locks, _ := strconv.Atoi(os.Getenv("KAWA_SHARE_BENCH_LOCKS"))
+	k := kawatest.NewBroker(t, func(c *config.Broker) { c.ShareMaxRecordLocks = locks })
 	k.CreateTopic("bench", 1, nil)
 	p := k.Client(kgo.DefaultProduceTopic("bench"), kgo.ProducerLinger(5*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
