@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // shareBuilder is a clean share-group history: shr-p0.1 writes four
@@ -256,5 +257,33 @@ func TestShareExpectations(t *testing.T) {
 	}
 	if all, _ := ParseSemantics("all"); len(all) != 3 {
 		t.Errorf("all = %v: share is selected by name", all)
+	}
+}
+
+// The table and the HTML report leave out the other family's n/a rows and
+// show the share summary.
+func TestShareReportRows(t *testing.T) {
+	t.Parallel()
+	b := newShareBuilder()
+	r := &Result{Semantics: []Semantic{AtLeastOnce, Share}, Plan: b.plan, Started: time.Unix(0, 0)}
+	r.check(b.events)
+	for _, f := range r.TableRows() {
+		if f.Expected == ExpectNA && (f.Semantic == Share) != slices.Contains(shareChecks, f.Check) {
+			t.Errorf("row %s %s (%s) shown", f.Semantic, f.Check, f.Expected)
+		}
+	}
+	if n := len(r.TableRows()); n != 12+11 {
+		t.Errorf("%d rows, want 12 at-least-once and 11 share", n)
+	}
+	var table, page strings.Builder
+	r.WriteTable(&table)
+	if err := r.WriteHTML(&page); err != nil {
+		t.Fatal(err)
+	}
+	want := "share: 4 records, 10 deliveries (6 redeliveries), 2 accepted, 1 rejected, 1 archived at the limit"
+	for name, out := range map[string]string{"table": table.String(), "html": page.String()} {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s lacks %q:\n%s", name, want, out)
+		}
 	}
 }

@@ -149,12 +149,13 @@ duration {{.R.Duration}} · seed {{.R.Seed}} · mode {{.R.Mode}} ({{range .R.Bro
 <p>faults injected: {{.R.FaultsInjected}} · records checked: {{.R.Records}} · history events: {{.R.Events}} · check time {{printf "%.2f" .R.CheckSeconds}}s</p>
 <h2>Guarantees</h2>
 <table><tr><th>semantic</th><th>anomaly</th><th>expected</th><th>observed</th><th>result</th><th>first examples</th></tr>
-{{range .R.Findings}}<tr><td>{{.Semantic}}</td><td>{{.Check}}</td><td>{{.Expected}}</td>
+{{range .R.TableRows}}<tr><td>{{.Semantic}}</td><td>{{.Check}}</td><td>{{.Expected}}</td>
 {{if eq .Expected "n/a"}}<td>-</td><td>-</td>{{else}}<td>{{.Observed}}</td><td class="{{if .Pass}}PASS{{else}}FAIL{{end}}">{{if .Pass}}PASS{{else}}FAIL{{end}}</td>{{end}}
 <td>{{range .Examples}}<code>{{.}}</code><br>{{end}}</td></tr>
 {{end}}</table>
 <h2>Throughput and latency</h2>
 <p>Shaded: fault windows (hover for the fault; a client crash or an armed drop is an instant). Per second of the run, end-of-run steps included.</p>
+{{with .R.Share}}<p>share: {{.}}</p>{{end}}
 {{with .R.Txns}}<p>transactions: {{.Committed}} committed, {{.Aborted}} aborted, {{.Unknown}} outcome unknown, {{.Open}} left open by a crashed writer; read_uncommitted saw {{.AbortedVisibleRU}} records of aborted ones</p>{{end}}
 {{.Throughput}}<br>{{.Latency}}
 <h2>Faults</h2>

@@ -97,15 +97,26 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
+// TableRows are the findings the table and the HTML report show: all but
+// the other family's n/a rows (share-group checks of the classic
+// semantics, consumer-group and transaction checks of share).
+func (r *Result) TableRows() []Finding {
+	var out []Finding
+	for _, f := range r.Findings {
+		if f.Expected == ExpectNA && (f.Semantic == Share) != slices.Contains(shareChecks, f.Check) {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
 // WriteTable writes the terminal summary: the semantic × anomaly table,
 // the first examples of every anomaly observed, and the run's totals.
 func (r *Result) WriteTable(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEMANTIC\tANOMALY\tEXPECTED\tOBSERVED\tRESULT")
-	for _, f := range r.Findings {
-		if f.Expected == ExpectNA && (f.Semantic == Share) != slices.Contains(shareChecks, f.Check) {
-			continue // the other family's rows: share groups vs consumer groups and transactions
-		}
+	for _, f := range r.TableRows() {
 		res := "PASS"
 		if !f.Pass {
 			res = "FAIL"
