@@ -44,8 +44,12 @@ type Config struct {
 	// snapshot stream is refused.
 	Snapshots SnapshotStore
 
-	QueueBytes    int // per peer: messages queued beyond this are dropped (raft retries); default 8 MiB
-	MaxFrameBytes int // a frame declaring more closes its connection unread; default 16 MiB
+	QueueBytes int // per peer: messages queued beyond this are dropped (raft retries); default 8 MiB
+	// MaxFrameBytes bounds a frame: one declaring more closes its connection unread. It must exceed the
+	// largest raft message (the Scheduler's MaxSizePerMsg, or one entry when a single entry is larger: a
+	// Kafka batch up to message.max.bytes), since a message that fits no frame is dropped (logged) and raft
+	// would resend it forever; default 16 MiB.
+	MaxFrameBytes int
 	ChunkBytes    int // snapshot payload bytes per frame; default 256 KiB
 
 	DialTimeout     time.Duration // connect plus handshake; default 5s

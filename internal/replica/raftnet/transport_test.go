@@ -145,3 +145,32 @@ func TestCloseDrains(t *testing.T) {
 		t.Fatalf("Send after Close: %+v, want it dropped", s)
 	}
 }
+
+// TestMessageOverFrameLimitDropped: a message no frame can hold is dropped and its group told (the
+// connection and the messages around it are unaffected); the receiver would have closed the connection on
+// such a frame.
+func TestMessageOverFrameLimitDropped(t *testing.T) {
+	trs, nodes := transportPair(t, func(c *Config) { c.MaxFrameBytes, c.ChunkBytes = 64<<10, 16<<10 })
+	wait.Until(t, 10*time.Second, "node 1 connected to node 2", func() bool {
+		p := trs[1].peers[2]
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.conn != nil
+	})
+	big := &pb.Message{Type: pb.MsgApp.Enum(), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(1)),
+		Entries: []*pb.Entry{{Index: new(uint64(1)), Term: new(uint64(1)), Data: make([]byte, 100<<10)}}}
+	hb := &pb.Message{Type: pb.MsgHeartbeat.Enum(), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(1))}
+	vote := &pb.Message{Type: pb.MsgVote.Enum(), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(2))}
+	trs[1].Send(2, []replica.Message{{Group: 8, Msg: big}, {Group: 9, Msg: hb}, {Group: 10, Msg: vote}})
+	wait.Until(t, 10*time.Second, "the heartbeat and the vote received", func() bool { return len(nodes[2].stepped()) == 2 })
+	wait.Until(t, 10*time.Second, "the drop counted and group 8 told", func() bool {
+		nodes[1].mu.Lock()
+		defer nodes[1].mu.Unlock()
+		return trs[1].Stats().MsgsDropped == 1 && len(nodes[1].unreachable) == 1 && nodes[1].unreachable[0] == 8
+	})
+	for _, m := range nodes[2].stepped() {
+		if m.Group == 8 {
+			t.Fatal("the oversize append arrived")
+		}
+	}
+}
