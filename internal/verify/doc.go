@@ -45,9 +45,10 @@
 // After Duration the controller stops producers and writers, waits for the
 // groups to commit up to the log end (giving up on a group whose commits
 // stand still for ten seconds), stops the consumers, records end offsets
-// and committed offsets (a share group is drained by one more member that
-// accepts everything but poison, until its share-partition start offsets
-// reach the log end, and they are recorded too), writes a fence record to every partition, lets the
+// and committed offsets (a share group's members stop once its
+// share-partition start offsets reach the log end; if they stall, one more
+// member accepts everything but poison until they do; the start offsets
+// are recorded too), writes a fence record to every partition, lets the
 // readers read up to the fences (for read_committed that needs the LSO to
 // pass every transaction) and scans every topic itself, read_uncommitted
 // and read_committed. CheckHistory then counts each anomaly per semantic;

@@ -203,11 +203,12 @@ func runPhases(ctx context.Context, cfg Config, res *Result, hist *History, adm 
 		res.Notes = append(res.Notes, fmt.Sprintf("group %s did not commit up to the log end within %v; its lost-e2e count includes records it never reached", g, cfg.DrainTimeout))
 	}
 	cancel()
+	unresolved := waitShareResolved(ctx, stallTimeout, res.Plan, adm)
 	sup.Stop(15*time.Second, WorkerConsumer, WorkerPipeline, WorkerShare)
-	if len(res.Plan.ShareGroups) > 0 {
+	if len(unresolved) > 0 {
 		phase.Store("draining share groups")
 		report()
-		for _, g := range drainShare(ctx, cfg.DrainTimeout, clientBrokers, res.Plan, adm, hist.Add) {
+		for _, g := range drainShare(ctx, cfg.DrainTimeout, clientBrokers, unresolved, adm, hist.Add) {
 			res.Notes = append(res.Notes, "share drain of "+g+"; its records left in flight count as share-lost")
 		}
 	}

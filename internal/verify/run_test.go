@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestMain lets the test binary act as a worker process: the process
@@ -168,4 +169,75 @@ func (s *syncWriter) Write(b []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(b)
+}
+
+// TestDrainShare: the end-of-run drain member resolves what a share
+// group's members left (here: everything, no member ever ran), accepting
+// all but the poison records, which it releases until they are archived at
+// the limit; then the start offsets are at the log end.
+func TestDrainShare(t *testing.T) {
+	t.Parallel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{
+		"group.share.delivery.count.limit": strconv.Itoa(shareDeliveryLimit),
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	brokers := c.ListenAddrs()
+	plan := NewPlan(PlanOptions{RunID: "d", Semantics: []Semantic{Share}})
+	adm, err := newAdmin(brokers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := adm.createTopics(ctx, plan); err != nil {
+		t.Fatal(err)
+	}
+	if err := adm.setShareGroupConfigs(ctx, plan); err != nil {
+		t.Fatal(err)
+	}
+	g := plan.ShareGroups[0]
+	var recs []*kgo.Record
+	for seq := int64(1); seq <= 60; seq++ { // :25 is poison
+		recs = append(recs, &kgo.Record{Topic: g.Topic, Partition: int32(seq % 2), Value: recordValue(recordID("shr-p0.1", seq), "")})
+	}
+	if err := adm.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	hist := NewHistory(nil)
+	if left := drainShare(ctx, 10*time.Second, brokers, plan.ShareGroups, adm, hist.Add); len(left) > 0 {
+		t.Fatalf("drain gave up: %v", left)
+	}
+	if err := adm.shareOffsets(ctx, plan, hist.Add); err != nil {
+		t.Fatal(err)
+	}
+	deliveries := map[string][]int32{}
+	starts := 0
+	for _, e := range hist.Events() {
+		switch e.Kind {
+		case KindDeliver:
+			deliveries[e.ID] = append(deliveries[e.ID], e.Gen)
+		case KindShareStart:
+			starts++
+			if e.Off != 30 {
+				t.Errorf("start offset of partition %d at %d, want 30", e.Part, e.Off)
+			}
+		}
+	}
+	if starts != 2 {
+		t.Errorf("%d start offsets, want 2", starts)
+	}
+	for seq := int64(1); seq <= 60; seq++ {
+		id := recordID("shr-p0.1", seq)
+		want := []int32{1}
+		if isPoison(id) {
+			want = []int32{1, 2, 3, 4}
+		}
+		if got := deliveries[id]; !slices.Equal(got, want) {
+			t.Errorf("%s delivered with counts %v, want %v", id, got, want)
+		}
+	}
 }

@@ -78,16 +78,32 @@ func (a *admin) shareStarts(ctx context.Context, g ShareGroupPlan, ends kadm.Lis
 	return starts, behind, perr
 }
 
-// drainShare runs the end-of-run drain of every share group: one more
-// member (in this process, named "<group>-drain") that accepts every record
-// but the poison ones, until every share-partition start offset reaches
-// the log end. Like the final scan it is bounded by progress, not a total
-// time: it gives up once the start offsets stand still for stall (records
-// a crashed member held come back when their lock ends, well within it).
-// It returns the groups it gave up on.
-func drainShare(ctx context.Context, stall time.Duration, brokers []string, plan *Plan, adm *admin, emit Emit) []string {
-	var gaveUp []string
+// waitShareResolved waits, while the run's own members still consume,
+// until every share group's start offsets reach the log end, or a group's
+// stand still for stall; it returns the groups that did not get there.
+// Stopping members only then means no record is left available for a
+// stopping member's last fetch to acquire unseen.
+func waitShareResolved(ctx context.Context, stall time.Duration, plan *Plan, adm *admin) []ShareGroupPlan {
+	var pending []ShareGroupPlan
 	for _, g := range plan.ShareGroups {
+		if shareResolved(ctx, stall, g, adm) != nil {
+			pending = append(pending, g)
+		}
+	}
+	return pending
+}
+
+// drainShare runs the end-of-run drain of the share groups the run's
+// members left unresolved: one more member (in this process, named
+// "<group>-drain") that accepts every record but the poison ones, until
+// every share-partition start offset reaches the log end. Like the final
+// scan it is bounded by progress, not a total time: it gives up once the
+// start offsets stand still for stall (records a crashed member held come
+// back when their lock ends, well within it). It returns the groups it
+// gave up on.
+func drainShare(ctx context.Context, stall time.Duration, brokers []string, groups []ShareGroupPlan, adm *admin, emit Emit) []string {
+	var gaveUp []string
+	for _, g := range groups {
 		if err := drainShareGroup(ctx, stall, brokers, g, adm, emit); err != nil {
 			gaveUp = append(gaveUp, fmt.Sprintf("%s: %v", g.Name, err))
 		}
@@ -99,13 +115,6 @@ func drainShare(ctx context.Context, stall time.Duration, brokers []string, plan
 var errShareStalled = errors.New("share-partition start offsets stood still")
 
 func drainShareGroup(ctx context.Context, stall time.Duration, brokers []string, g ShareGroupPlan, adm *admin, emit Emit) error {
-	ends, err := adm.adm.ListEndOffsets(ctx, g.Topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return fmt.Errorf("list end offsets: %w", err)
-	}
 	spec := WorkerSpec{Slot: g.Name + "-drain", Name: g.Name + "-drain", Role: WorkerShare, Semantic: Share,
 		Brokers: brokers, Topics: []string{g.Topic}, Group: g.Name, Drain: true}
 	stop := make(chan struct{})
@@ -115,6 +124,19 @@ func drainShareGroup(ctx context.Context, stall time.Duration, brokers []string,
 		close(stop)
 		<-done
 	}()
+	return shareResolved(ctx, stall, g, adm)
+}
+
+// shareResolved waits until g's start offsets reach the log end, failing
+// once they stand still for stall.
+func shareResolved(ctx context.Context, stall time.Duration, g ShareGroupPlan, adm *admin) error {
+	ends, err := adm.adm.ListEndOffsets(ctx, g.Topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("list end offsets: %w", err)
+	}
 	last, moved := int64(-1), time.Now()
 	for {
 		_, behind, err := adm.shareStarts(ctx, g, ends)
