@@ -34,6 +34,7 @@ type partitionsBench struct {
 // partitionsResult is what a W8 run measured.
 type partitionsResult struct {
 	Produce             produceResult
+	CreateTopicS        float64        // seconds CreateTopics of the partitions took
 	IdleRSSPerPartition int64          // bytes of broker RSS per partition at rest
 	IdleCPUPercent      float64        // broker CPU, % of one core, with the consumers polling idle partitions
 	E2E                 latencySummary // records sent in the window: intended send -> polled
@@ -45,9 +46,11 @@ func (b *partitionsBench) run(ctx context.Context, res *partitionsResult) error 
 	if err != nil {
 		return err
 	}
+	created := time.Now()
 	if _, err := b.produce.ensureTopic(ctx); err != nil {
 		return err
 	}
+	res.CreateTopicS = roundTo(time.Since(created).Seconds(), 3)
 	if err := sleepCtx(ctx, b.settle); err != nil {
 		return err
 	}

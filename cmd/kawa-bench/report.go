@@ -48,6 +48,7 @@ type cellResult struct {
 	// W8: broker RSS per partition at rest (after creating the topic, before
 	// any client), broker CPU (% of one core) while the consumers poll the
 	// idle partitions, and end to end latency (send -> consumer poll).
+	CreateTopicS        float64 `json:"create_topic_s,omitempty"` // W8: creating the 1,000-partition topic
 	IdleRSSPerPartition int64   `json:"idle_rss_per_partition_bytes,omitempty"`
 	IdleCPUPercent      float64 `json:"idle_cpu_percent,omitempty"`
 	E2EP50              float64 `json:"e2e_p50_us,omitempty"`
@@ -77,7 +78,7 @@ func (c *cellResult) fromPipeline(r *pipelineResult) {
 
 func (c *cellResult) fromPartitions(r *partitionsResult) {
 	c.fromProduce(&r.Produce)
-	c.IdleRSSPerPartition, c.IdleCPUPercent = r.IdleRSSPerPartition, r.IdleCPUPercent
+	c.IdleRSSPerPartition, c.IdleCPUPercent, c.CreateTopicS = r.IdleRSSPerPartition, r.IdleCPUPercent, r.CreateTopicS
 	c.E2EP50, c.E2EP99 = r.E2E.P50, r.E2E.P99
 }
 
@@ -148,6 +149,7 @@ var ratioMetrics = []struct {
 	{"e2e_p99_us", func(c *cellResult) float64 { return c.E2EP99 }},
 	{"idle_rss_per_partition_bytes", func(c *cellResult) float64 { return float64(c.IdleRSSPerPartition) }},
 	{"idle_cpu_percent", func(c *cellResult) float64 { return c.IdleCPUPercent }},
+	{"create_topic_s", func(c *cellResult) float64 { return c.CreateTopicS }},
 }
 
 // computeRatios fills Ratios: for each workload, each Kawa system against
