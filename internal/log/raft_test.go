@@ -213,6 +213,52 @@ func TestRaftReadSplitsAroundInternal(t *testing.T) {
 	if off, ok := l.OffsetForTime(0); !ok || off != 0 {
 		t.Fatalf("OffsetForTime(0) = %d, %v", off, ok)
 	}
+	// TruncateTo(3) removes the internal batches at offset 3 with b: End() is 3 again.
+	if err := l.TruncateTo(3); err != nil {
+		t.Fatal(err)
+	}
+	m.truncate(2)
+	checkRaft(t, l, &m, rand.New(rand.NewPCG(5, 5)))
+}
+
+// TestRaftTruncateToOffset: in a raft log over many segments, TruncateTo(offset) for batch-boundary offsets
+// keeps exactly the entries whose base offset is below offset, wherever internal batches at that offset sit
+// (before it in the same segment, at the end of the previous one); appends then continue.
+func TestRaftTruncateToOffset(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(9, 9))
+	fs := vfs.NewMem()
+	l := openLog(t, "/p", raftOptsOn(fs))
+	var m raftModel
+	term := int32(1)
+	fillRaft(t, l, &m, rng, &term, 150)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 15 {
+		i := rng.IntN(len(m.entries))
+		h, _ := batch.ParseHeader(m.entries[i])
+		offset := h.BaseOffset
+		keep := 0
+		for keep < len(m.entries) {
+			if hh, _ := batch.ParseHeader(m.entries[keep]); hh.BaseOffset >= offset {
+				break
+			}
+			keep++
+		}
+		c := openLog(t, "/p", raftOptsOn(fs.CrashClone()))
+		if err := c.TruncateTo(offset); err != nil {
+			t.Fatalf("TruncateTo(%d): %v", offset, err)
+		}
+		want := m
+		want.entries = append([][]byte(nil), m.entries...)
+		want.truncate(uint64(keep) + 1)
+		checkRaft(t, c, &want, rng)
+		t2 := term + 1
+		fillRaft(t, c, &want, rng, &t2, 5)
+		checkRaft(t, c, &want, rng)
+		c.Close()
+	}
 }
 
 // TestRaftLogRefusals: terms never decrease and a Kafka batch carrying the internal bit is refused, without
