@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -23,12 +24,21 @@ import (
 // not run by CI (set KAWA_LOAD_TEST=1; README "Measuring"): one `kawa serve`
 // with 10,000 partitions and 2,000 client connections. Metadata, produce and
 // fetch must keep working; it reports the restart time and RSS per
-// partition and per connection.
+// partition and per connection. KAWA_LOAD_PARTITIONS sets another partition
+// count (a quicker per-connection measure with fewer).
 func TestLoadManyPartitionsAndConnections(t *testing.T) {
 	if os.Getenv("KAWA_LOAD_TEST") == "" {
 		t.Skip("set KAWA_LOAD_TEST=1 to run the 10,000-partition, 2,000-connection measurement")
 	}
-	const parts, conns = 10000, 2000
+	const conns = 2000
+	parts := 10000
+	if s := os.Getenv("KAWA_LOAD_PARTITIONS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("KAWA_LOAD_PARTITIONS=%q: want a positive partition count", s)
+		}
+		parts = n
+	}
 	dir := t.TempDir()
 	p := startKawa(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
@@ -38,7 +48,7 @@ func TestLoadManyPartitionsAndConnections(t *testing.T) {
 	adm := kadm.NewClient(newClient(t, p.Addr, kgo.RequestTimeoutOverhead(5*time.Minute)))
 	adm.SetTimeoutMillis(int32((5 * time.Minute).Milliseconds()))
 	start := time.Now()
-	resp, err := adm.CreateTopic(ctx, parts, 1, nil, "load")
+	resp, err := adm.CreateTopic(ctx, int32(parts), 1, nil, "load")
 	if err == nil {
 		err = resp.Err
 	}
@@ -96,7 +106,7 @@ func TestLoadManyPartitionsAndConnections(t *testing.T) {
 	}
 	rssEnd := rssOf(t, p)
 	t.Logf("RSS: empty broker %d MiB; %d partitions after restart %d MiB (%.1f KiB per partition); with %d connections %d MiB (%.1f KiB per connection); at the end %d MiB",
-		rssEmpty>>20, parts, rssParts>>20, float64(rssParts-rssEmpty)/1024/parts, conns, rssConns>>20, float64(rssConns-rssParts)/1024/conns, rssEnd>>20)
+		rssEmpty>>20, parts, rssParts>>20, float64(rssParts-rssEmpty)/1024/float64(parts), conns, rssConns>>20, float64(rssConns-rssParts)/1024/conns, rssEnd>>20)
 }
 
 // rssOf returns the broker's current resident set size (VmRSS).

@@ -555,8 +555,8 @@ var errReadTimeout = errors.New("request not received within the request read ti
 // the frame and the bytes reserved for it (released by the caller once the
 // request is answered); on error nothing stays reserved.
 // idleDeadline, already set on the socket, still bounds the whole frame.
-func (c *conn) readFrame(r *bufio.Reader, idleDeadline time.Time, maxBytes int32) ([]byte, int64, error) {
-	n, err := wire.ReadFrameSize(r, maxBytes)
+func (c *conn) readFrame(r *frameReader, idleDeadline time.Time, maxBytes int32) ([]byte, int64, error) {
+	n, err := r.readSize(maxBytes)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -572,7 +572,7 @@ func (c *conn) readFrame(r *bufio.Reader, idleDeadline time.Time, maxBytes int32
 	ctx, cancel := context.WithDeadline(c.readCtx, deadline)
 	defer cancel()
 	var reserved int64
-	frame, err := wire.ReadFrameBody(r, n, func(grow int) error {
+	frame, err := r.readBody(n, func(grow int) error {
 		if err := c.reserve(ctx, int64(grow)); err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {
 				return errReadTimeout
@@ -610,7 +610,8 @@ func (c *conn) readLoop() {
 	}
 	info.Principal = principal
 	var sasl saslState
-	r := bufio.NewReaderSize(c.nc, 64<<10)
+	r := &frameReader{nc: c.nc}
+	defer r.release()
 	for {
 		// Idle limit for the next request; checked against stopped after
 		// setting it so a concurrent shutdown's deadline is never overwritten.
@@ -928,25 +929,19 @@ func (c *conn) panicked(h wire.Header, p any) {
 	}
 }
 
-// keepResponseBuf is the largest response buffer a connection keeps for
-// reuse between responses.
-const keepResponseBuf = 64 << 10
-
 // writeLoop owns writes: it completes replies in order and writes them.
 func (c *conn) writeLoop() {
 	defer c.s.wg.Done()
 	defer c.remove()
 	defer c.nc.Close()
 	defer c.cancel()
-	w := bufio.NewWriterSize(c.nc, 64<<10)
+	rw := &responseWriter{nc: c.nc}
 	var pipe *splicePipe // made by the first spliced response (writeSpliced)
 	defer func() {
 		if pipe != nil {
 			pipe.close()
 		}
 	}()
-	var buf []byte
-	hint := 0 // length of the last large response: the next one (a Fetch in a catch-up read) likely needs as much
 	broken := false
 	for p := range c.queue {
 		if broken {
@@ -962,31 +957,17 @@ func (c *conn) writeLoop() {
 			continue
 		}
 		if resp != nil {
-			if buf == nil && hint > 0 {
-				buf = wire.GetBuffer(hint)
-			}
-			buf = wire.AppendResponse(buf[:0], p.h, resp)
+			buf := wire.AppendResponse(rw.frameBuf(), p.h, resp)
 			var err error
 			if sp, ok := resp.(Spliced); ok && sp.FileSplices().Len() > 0 {
-				err = c.writeSpliced(w, &pipe, buf, resp.IsFlexible(), sp)
+				err = c.writeSpliced(rw.writer(), &pipe, buf, resp.IsFlexible(), sp)
 			} else {
 				if e, ok := resp.(Encoded); ok {
 					e.ResponseEncoded()
 				}
-				_, err = w.Write(buf)
+				_, err = rw.writer().Write(buf)
 			}
-			if cap(buf) > keepResponseBuf {
-				// One large response (a Metadata of 10,000 partitions is ~500 KiB)
-				// must not stay allocated for the life of an idle connection:
-				// measured at 2,000 connections, that was 745 KiB each. It goes
-				// back to the shared pool instead (wire.GetBuffer), so the next
-				// large response on any connection does not grow a fresh buffer.
-				hint = len(buf)
-				wire.PutBuffer(buf)
-				buf = nil
-			} else {
-				hint = 0
-			}
+			rw.encoded(buf)
 			if err != nil {
 				broken = true
 				c.stopReading()
@@ -994,13 +975,15 @@ func (c *conn) writeLoop() {
 			}
 		}
 		if len(c.queue) == 0 {
-			if err := w.Flush(); err != nil {
+			// Nothing more to send for now: the buffers go back to the pools
+			// until the next response.
+			if err := rw.flush(); err != nil {
 				broken = true
 				c.stopReading()
 			}
 		}
 	}
-	_ = w.Flush()
+	_ = rw.flush()
 }
 
 // writeSpliced writes the frame that frame (sp encoded with its stand-ins)
