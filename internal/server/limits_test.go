@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kawa-broker/kawa/internal/kawatest/rawreq"
+	"github.com/kawa-broker/kawa/internal/kawatest/wait"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -104,6 +105,43 @@ func TestQueuedRequestBytesCap(t *testing.T) {
 		t.Fatalf("well-behaved client after the attack: %v", err)
 	}
 	t.Logf("peak queued request bytes %d of cap %d", peak, cap)
+}
+
+// TestSlowSendersHoldAtMostTheBudget: a frame gets a buffer of its declared
+// size only once its first MiB (wire's growChunk) has arrived, and only from
+// QueuedMaxRequestBytes: four senders declaring 8 MiB and sending less than
+// 1 MiB hold 1 MiB each; once each has sent its first MiB, one is granted
+// the declared size and the others wait at the budget (12 MiB) still
+// holding 1 MiB; closing them frees everything.
+func TestSlowSendersHoldAtMostTheBudget(t *testing.T) {
+	t.Parallel()
+	const mib = 1 << 20
+	const declared, budget, senders = 8 * mib, 12 * mib, 4
+	s, addr := startWith(t, Config{MaxRequestBytes: declared, QueuedMaxRequestBytes: budget, RequestReadTimeout: time.Minute})
+	conns := make([]net.Conn, senders)
+	for i := range conns {
+		conns[i] = dial(t, addr)
+		hdr := binary.BigEndian.AppendUint32(nil, declared)
+		if _, err := conns[i].Write(append(hdr, make([]byte, mib-1)...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait.Until(t, 10*time.Second, "each sender holding its first chunk", func() bool { return s.QueuedBytes() == senders*mib })
+	for _, c := range conns {
+		if _, err := c.Write([]byte{0}); err != nil { // the first MiB is complete
+			t.Fatal(err)
+		}
+	}
+	// One sender holds the declared 8 MiB, three hold 1 MiB and wait for 7 more.
+	const want = declared + (senders-1)*mib
+	wait.Until(t, 10*time.Second, "one frame at its declared size", func() bool { return s.QueuedBytes() == want })
+	if q := s.QueuedBytes(); q > budget {
+		t.Fatalf("queued %d bytes, budget %d", q, budget)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	wait.Until(t, 10*time.Second, "request memory released", func() bool { return s.QueuedBytes() == 0 })
 }
 
 // TestPerConnectionQueuedBytes: one connection cannot reserve more than
