@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/kawa-broker/kawa/cmd/internal/cli"
@@ -21,6 +23,20 @@ type adminCmd struct {
 	synopsis string
 	nargs    int // required positional arguments
 	setup    func(fs *cli.FlagSet) adminFunc
+	// extraTime, if set, is added to the default --timeout once the flags are
+	// parsed: work that grows with a flag (the partitions of `topic create`)
+	// gets time in proportion. An explicit --timeout is taken as given.
+	extraTime func(fs *cli.FlagSet) time.Duration
+}
+
+// defaultAdminTimeout is --timeout's default.
+const defaultAdminTimeout = 10 * time.Second
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *cli.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // noFlags adapts a subcommand that declares no flags of its own.
@@ -48,11 +64,14 @@ func runAdmin(group, usage string, cmds []adminCmd, args []string, stdout io.Wri
 func (c adminCmd) run(group string, args []string, stdout io.Writer) error {
 	fs := cli.NewFlagSet(group+" "+c.name, c.synopsis)
 	brokers := cli.BrokersFlag(fs)
-	timeout := fs.Duration("timeout", 10*time.Second, "give up on the broker after this long")
+	timeout := fs.Duration("timeout", defaultAdminTimeout, "give up on the broker after this long")
 	exec := c.setup(fs)
 	pos, err := cli.ParseInterspersed(fs, args)
 	if err != nil {
 		return err
+	}
+	if c.extraTime != nil && !flagSet(fs, "timeout") {
+		*timeout += c.extraTime(fs)
 	}
 	if len(pos) != c.nargs {
 		return fs.UsageErr("want %d argument(s), got %d", c.nargs, len(pos))
@@ -64,7 +83,11 @@ func (c adminCmd) run(group string, args []string, stdout io.Writer) error {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	if err := exec(ctx, kadm.NewClient(cl), pos, stdout); err != nil {
+	adm := kadm.NewClient(cl)
+	// The broker-side timeout of CreateTopics and the like (kadm's default is
+	// 15 s) follows --timeout too, so a long one is not cut short there.
+	adm.SetTimeoutMillis(int32(min(timeout.Milliseconds(), math.MaxInt32)))
+	if err := exec(ctx, adm, pos, stdout); err != nil {
 		return fmt.Errorf("%s %s: %w", group, c.name, err)
 	}
 	return nil

@@ -29,10 +29,10 @@ Every form takes --brokers (default ` + cli.DefaultBrokers + `) and --timeout (d
 
 func groupCommands() []adminCmd {
 	return []adminCmd{
-		{"list", "kawa group list", 0, noFlags(groupList)},
-		{"describe", "kawa group describe GROUP", 1, noFlags(groupDescribe)},
-		{"delete", "kawa group delete GROUP", 1, noFlags(groupDelete)},
-		{"reset-offsets", resetSynopsis, 1, setupResetOffsets},
+		{"list", "kawa group list", 0, noFlags(groupList), nil},
+		{"describe", "kawa group describe GROUP", 1, noFlags(groupDescribe), nil},
+		{"delete", "kawa group delete GROUP", 1, noFlags(groupDelete), nil},
+		{"reset-offsets", resetSynopsis, 1, setupResetOffsets, nil},
 	}
 }
 

@@ -34,9 +34,9 @@ Every form takes --brokers (default ` + cli.DefaultBrokers + `), --command-confi
 
 func shareGroupCommands() []adminCmd {
 	return []adminCmd{
-		{"list", "kawa share-group list", 0, noFlags(shareGroupList)},
-		{"describe", "kawa share-group describe GROUP", 1, noFlags(shareGroupDescribe)},
-		{"reset-offsets", "kawa share-group reset-offsets GROUP --topic T[:P,P...] (--to-earliest | --to-latest | --to-offset N | --to-datetime RFC3339) [--execute]", 1, setupShareReset},
+		{"list", "kawa share-group list", 0, noFlags(shareGroupList), nil},
+		{"describe", "kawa share-group describe GROUP", 1, noFlags(shareGroupDescribe), nil},
+		{"reset-offsets", "kawa share-group reset-offsets GROUP --topic T[:P,P...] (--to-earliest | --to-latest | --to-offset N | --to-datetime RFC3339) [--execute]", 1, setupShareReset, nil},
 	}
 }
 

@@ -242,14 +242,50 @@ func (b *Broker) partitionDir(topic string, i int32) string {
 	return filepath.Join(b.cfg.DataDir, fmt.Sprintf("%s-%d", topic, i))
 }
 
-// openTopic opens partitions [len(current), t.Partitions) of t.
+// openWorkers bounds the partitions opened (or closed) at once, as Kafka's
+// num.recovery.threads.per.data.dir does: opening a partition is mostly
+// fsyncs (segment files, directories), which overlap on the disk, so a
+// restart or a CreateTopics of thousands of partitions waits for the disk's
+// queue rather than for one fsync after another.
+const openWorkers = 16
+
+// forEachPartition runs f(i) for i in [from, to) on at most openWorkers
+// goroutines and returns when every call has returned; the goroutines are
+// owned by the call and end with it.
+func forEachPartition(from, to int32, f func(i int32)) {
+	next := make(chan int32)
+	var wg sync.WaitGroup
+	for range min(int(to-from), openWorkers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				f(i)
+			}
+		}()
+	}
+	for i := from; i < to; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
+// openTopic opens partitions [len(current), t.Partitions) of t, on a bounded
+// pool of workers (forEachPartition). A partition whose log is corrupt stays
+// offline (nil); any other error closes the partitions this call opened and
+// is returned, joined over the partitions that failed.
 func (b *Broker) openTopic(t meta.Topic) error {
 	tc := b.topicConfig(t)
 	b.mu.RLock()
-	have := len(b.parts[t.Name])
+	have := int32(len(b.parts[t.Name]))
 	b.mu.RUnlock()
-	var opened []*partition.Partition
-	for i := int32(have); i < t.Partitions; i++ {
+	if have >= t.Partitions {
+		return nil
+	}
+	opened := make([]*partition.Partition, t.Partitions-have)
+	errs := make([]error, len(opened))
+	forEachPartition(have, t.Partitions, func(i int32) {
 		p, err := partition.Open(t.Name, i, b.partitionDir(t.Name, i), partition.Options{
 			Log: b.logOptions(tc), ProducerExpiration: b.cfg.ProducerIDExpiration, Logger: b.lg,
 		})
@@ -258,18 +294,17 @@ func (b *Broker) openTopic(t meta.Topic) error {
 			// partition offline (KAFKA_STORAGE_ERROR) rather than truncate or
 			// renumber acknowledged records (BL-25). Other partitions serve.
 			b.lg.Error("partition offline: log corruption", "topic", t.Name, "partition", i, "err", err)
-			opened = append(opened, nil)
-			continue
+			return
 		}
-		if err != nil {
-			for _, o := range opened {
-				if o != nil {
-					o.Close()
-				}
+		opened[i-have], errs[i-have] = p, err
+	})
+	if err := errors.Join(errs...); err != nil {
+		for _, o := range opened {
+			if o != nil {
+				o.Close()
 			}
-			return err
 		}
-		opened = append(opened, p)
+		return err
 	}
 	b.mu.Lock()
 	b.parts[t.Name] = append(b.parts[t.Name], opened...)
@@ -368,17 +403,22 @@ func (b *Broker) Close() error {
 	defer b.mu.Unlock()
 	var errs []error
 	for _, ps := range b.parts {
-		for _, p := range ps {
+		perr := make([]error, len(ps))
+		// Closing is fsyncs too (snapshot, index, active segment): as many at
+		// once as opening.
+		forEachPartition(0, int32(len(ps)), func(i int32) {
+			p := ps[i]
 			if p == nil {
-				continue
+				return
 			}
 			// An offline partition (sticky write or fsync error) reported
 			// its error when it went offline; closing it repeats it.
 			offline := p.Err()
 			if err := p.Close(); err != nil && offline == nil {
-				errs = append(errs, err)
+				perr[i] = err
 			}
-		}
+		})
+		errs = append(errs, perr...)
 	}
 	b.parts = map[string][]*partition.Partition{}
 	return errors.Join(errs...)

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"bytes"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -40,7 +41,7 @@ func (p *Partition) loadProducers(expiration time.Duration) error {
 		st = producer.NewState(expiration)
 	}
 	p.producers = st
-	aborted, err := loadTxnIndex(p.fs, p.dir, end)
+	aborted, onDisk, err := loadTxnIndex(p.fs, p.dir, end)
 	if err != nil {
 		return err
 	}
@@ -52,9 +53,13 @@ func (p *Partition) loadProducers(expiration time.Duration) error {
 		return err
 	}
 	// Make the on-disk index match memory (entries found by the scan, the
-	// tail cut by recovery) before new entries are appended to it.
-	if err := p.writeTxnIndexLocked(); err != nil {
-		return err
+	// tail cut by recovery) before new entries are appended to it. An index
+	// that already matches (every clean restart) is left alone: rewriting it
+	// cost two fsyncs per partition at start.
+	if want := p.encodeTxnIndexLocked(); !bytes.Equal(onDisk, want) {
+		if err := vfs.WriteFileAtomic(p.fs, filepath.Join(p.dir, txnIndexName), want); err != nil {
+			return err
+		}
 	}
 	p.producers.AdvanceEndOffset(end)
 	return nil

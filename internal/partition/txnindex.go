@@ -41,17 +41,19 @@ func encodeTxnEntry(dst []byte, a AbortedTxn) []byte {
 
 // loadTxnIndex reads the index, keeping entries whose marker lies below end
 // (a recovered log may have lost the tail) and stopping at the first torn or
-// corrupt entry.
-func loadTxnIndex(fsys vfs.FS, dir string, end int64) ([]AbortedTxn, error) {
-	b, err := vfs.ReadFile(fsys, filepath.Join(dir, txnIndexName))
+// corrupt entry. It also returns the file's bytes (nil when it is missing), so
+// Open rewrites the file only when it differs from memory.
+func loadTxnIndex(fsys vfs.FS, dir string, end int64) ([]AbortedTxn, []byte, error) {
+	raw, err := vfs.ReadFile(fsys, filepath.Join(dir, txnIndexName))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	b := raw
 	if len(b) < len(txnIndexMagic) || string(b[:len(txnIndexMagic)]) != txnIndexMagic {
-		return nil, fmt.Errorf("partition: %s has an unknown format", txnIndexName)
+		return nil, nil, fmt.Errorf("partition: %s has an unknown format", txnIndexName)
 	}
 	var out []AbortedTxn
 	for b = b[len(txnIndexMagic):]; len(b) >= txnEntrySize; b = b[txnEntrySize:] {
@@ -68,7 +70,7 @@ func loadTxnIndex(fsys vfs.FS, dir string, end int64) ([]AbortedTxn, error) {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].LastOffset < out[j].LastOffset })
-	return out, nil
+	return out, raw, nil
 }
 
 // addAbortedLocked records an aborted transaction once (replays may see the
@@ -97,6 +99,12 @@ func (p *Partition) addAbortedLocked(a AbortedTxn, persist bool) {
 // writeTxnIndexLocked rewrites the whole index atomically (at snapshots),
 // dropping entries below the log start.
 func (p *Partition) writeTxnIndexLocked() error {
+	return vfs.WriteFileAtomic(p.fs, filepath.Join(p.dir, txnIndexName), p.encodeTxnIndexLocked())
+}
+
+// encodeTxnIndexLocked drops the entries below the log start and returns the
+// index file's contents for the rest.
+func (p *Partition) encodeTxnIndexLocked() []byte {
 	start := p.log.Start()
 	kept := p.aborted[:0]
 	for _, a := range p.aborted {
@@ -109,7 +117,7 @@ func (p *Partition) writeTxnIndexLocked() error {
 	for _, a := range p.aborted {
 		b = encodeTxnEntry(b, a)
 	}
-	return vfs.WriteFileAtomic(p.fs, filepath.Join(p.dir, txnIndexName), b)
+	return b
 }
 
 // ForgetMarkers prepares the partition for the log cleaner's removal of transaction markers at offsets below

@@ -30,7 +30,7 @@ func FuzzLoadTxnIndex(f *testing.F) {
 		if err := vfs.WriteFileAtomic(fsys, filepath.Join("p", txnIndexName), file); err != nil {
 			t.Fatal(err)
 		}
-		got, err := loadTxnIndex(fsys, "p", end)
+		got, _, err := loadTxnIndex(fsys, "p", end)
 		if err != nil {
 			return
 		}
@@ -52,7 +52,7 @@ func FuzzLoadTxnIndex(f *testing.F) {
 		if err := vfs.WriteFileAtomic(fsys, filepath.Join("p", txnIndexName), rewritten); err != nil {
 			t.Fatal(err)
 		}
-		again, err := loadTxnIndex(fsys, "p", end)
+		again, _, err := loadTxnIndex(fsys, "p", end)
 		if err != nil || len(again) != len(got) || len(got) > 0 && !reflect.DeepEqual(again, got) {
 			t.Fatalf("rewrite of %+v loads as %+v, %v", got, again, err)
 		}
