@@ -154,6 +154,7 @@ func (l *reconcileLedger) covers(acks map[int32][]int64) bool {
 // passes the gate, commits and only then lets a revocation through.
 type reconcileMember struct {
 	cl     *kgo.Client
+	gate   *gate
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -167,7 +168,7 @@ func startReconcileMember(t *testing.T, addr string, id int, led *reconcileLedge
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { led.assigned(id, ps) }),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { led.revoked(id, ps) }),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { led.revoked(id, ps) }))
-	m := &reconcileMember{cl: cl, cancel: cancel, done: make(chan struct{})}
+	m := &reconcileMember{cl: cl, gate: g, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
 		for ctx.Err() == nil {
@@ -192,6 +193,7 @@ func startReconcileMember(t *testing.T, addr string, id int, led *reconcileLedge
 
 func (m *reconcileMember) stop() {
 	m.cancel()
+	m.gate.set(false) // a test that failed with the gate shut must not leave its members (and cleanup) held
 	<-m.done
 	m.cl.Close() // leaves the group
 }
