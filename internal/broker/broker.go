@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,6 +61,10 @@ type Broker struct {
 	shares   *share.Coordinator // KIP-932 share groups (share_groups.go)
 	txn      *txn.Coordinator
 	cleaner  *cleaner.Cleaner // compacts the logs of compacted topics; stopped first by Close
+	// cleanStart is set while Open loads the catalog's partitions after a
+	// clean shutdown (cleanShutdownFile was there); see log.Options.CleanShutdown.
+	cleanStart bool
+	loaded     bool // Open completed: only then may Close mark a clean shutdown
 
 	mu    sync.RWMutex
 	parts map[string][]*partition.Partition
@@ -117,12 +123,16 @@ func Open(fsys vfs.FS, cfg config.Broker, host string, port int32, lg *slog.Logg
 	if b.clusterID, err = loadClusterID(fsys, cfg.DataDir); err != nil {
 		return nil, err
 	}
+	if b.cleanStart, err = takeCleanShutdown(fsys, cfg.DataDir); err != nil {
+		return nil, err
+	}
 	for _, t := range cat.List() {
 		if err := b.openTopic(t); err != nil {
 			b.Close()
 			return nil, err
 		}
 	}
+	b.cleanStart = false // partitions created from here on are new
 	if err := b.openGroups(); err != nil {
 		b.Close()
 		return nil, err
@@ -142,6 +152,7 @@ func Open(fsys vfs.FS, cfg config.Broker, host string, port int32, lg *slog.Logg
 	b.cleaner.Start()
 	b.wg.Add(1)
 	go b.retentionLoop()
+	b.loaded = true
 	return b, nil
 }
 
@@ -203,6 +214,7 @@ func (b *Broker) logOptions(tc config.Topic) log.Options {
 		FS:            b.fs,
 		Files:         b.files,
 		OnSwapStep:    b.cfg.OnSegmentSwap,
+		CleanShutdown: b.cleanStart,
 	}
 	switch b.cfg.Fsync {
 	case config.FsyncNever:
@@ -402,8 +414,9 @@ func (b *Broker) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var errs []error
+	offline := false // a partition went offline: its files may not be durable
 	for _, ps := range b.parts {
-		perr := make([]error, len(ps))
+		perr, poff := make([]error, len(ps)), make([]bool, len(ps))
 		// Closing is fsyncs too (snapshot, index, active segment): as many at
 		// once as opening.
 		forEachPartition(0, int32(len(ps)), func(i int32) {
@@ -417,11 +430,48 @@ func (b *Broker) Close() error {
 			if err := p.Close(); err != nil && offline == nil {
 				perr[i] = err
 			}
+			if offline != nil {
+				poff[i] = true
+			}
 		})
 		errs = append(errs, perr...)
+		offline = offline || slices.Contains(poff, true)
 	}
 	b.parts = map[string][]*partition.Partition{}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil || offline || !b.loaded {
+		return err
+	}
+	// Every partition closed cleanly, so every file is durable: the next Open
+	// may skip re-syncing them (takeCleanShutdown).
+	if err := vfs.WriteFileAtomic(b.fs, filepath.Join(b.cfg.DataDir, cleanShutdownFile), nil); err != nil {
+		return fmt.Errorf("broker: clean-shutdown marker: %w", err)
+	}
+	return nil
+}
+
+// cleanShutdownFile, in the data dir, marks a clean shutdown (Kafka's
+// .kafka_cleanshutdown): Close writes it durably after every partition closed
+// without error, and Open removes it durably before it opens any partition,
+// so a crash at any later point leaves no marker and the next start re-syncs
+// what it recovers.
+const cleanShutdownFile = ".kawa_cleanshutdown"
+
+// takeCleanShutdown reports whether dir holds the clean-shutdown marker and
+// removes it durably (the directory is fsynced) before returning.
+func takeCleanShutdown(fsys vfs.FS, dir string) (bool, error) {
+	name := filepath.Join(dir, cleanShutdownFile)
+	if _, err := fsys.Stat(name); errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("broker: clean-shutdown marker: %w", err)
+	}
+	if err := fsys.Remove(name); err != nil {
+		return false, fmt.Errorf("broker: remove clean-shutdown marker: %w", err)
+	}
+	if err := fsys.SyncDir(dir); err != nil {
+		return false, fmt.Errorf("broker: remove clean-shutdown marker: fsync %s: %w", dir, err)
+	}
+	return true, nil
 }
 
 // advertised returns the address to tell the client of a request: its

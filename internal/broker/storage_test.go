@@ -54,6 +54,21 @@ func consumeAll(t *testing.T, k *kawatest.Broker, topic string, end int64) (map[
 	return got, nil
 }
 
+// consumeExpect reads partition 0 of topic up to len(want) records and fails
+// the test unless every offset in want holds its value.
+func consumeExpect(t *testing.T, k *kawatest.Broker, topic string, want map[int64]string) {
+	t.Helper()
+	got, err := consumeAll(t, k, topic, int64(len(want)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off, v := range want {
+		if got[off] != v {
+			t.Fatalf("offset %d: %q, want %q", off, got[off], v)
+		}
+	}
+}
+
 func segments(t *testing.T, dir string) []string {
 	t.Helper()
 	m, _ := filepath.Glob(filepath.Join(dir, "*.log"))
@@ -86,15 +101,7 @@ func TestTornTailTruncated(t *testing.T) {
 	if st, _ := os.Stat(last); st.Size() != validSize {
 		t.Fatalf("segment is %d bytes after recovery, want exactly %d (the last whole batch)", st.Size(), validSize)
 	}
-	got, err := consumeAll(t, k2, "torn", 50)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for off, v := range want {
-		if got[off] != v {
-			t.Fatalf("offset %d: %q, want %q", off, got[off], v)
-		}
-	}
+	consumeExpect(t, k2, "torn", want)
 	again := produceN(t, k2, "torn", 1)
 	if _, ok := again[50]; !ok {
 		t.Fatalf("write after recovery landed at %v, want offset 50", again)

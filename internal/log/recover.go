@@ -52,6 +52,10 @@ func (l *Log) load() error {
 	l.end.Store(last.end)
 	l.active = last
 	// Make the recovered state durable: data read back from the page cache after a process crash may not be.
+	// After a clean shutdown it is: Close fsynced it.
+	if l.o.CleanShutdown {
+		return nil
+	}
 	if err := last.syncAll(); err != nil {
 		return err
 	}
