@@ -15,7 +15,10 @@ import (
 // Behaviour (KIP-848): member epoch 0 joins (v1: with the client-generated member ID; an empty one
 // gets a broker-generated ID), a positive epoch heartbeats, -1 leaves and -2 is a static member's
 // leave: its assignment is kept for the session timeout so the same group.instance.id can rejoin
-// with epoch 0 and get it back. Subscriptions are topic names or (v1) an RE2 regex matched against
+// with epoch 0 and get it back. A dynamic member still in the group that sends epoch 0 (a join
+// whose answer it never read, e.g. lost in a broker crash) keeps its member epoch and assignment
+// and gets the whole assignment back, with no group epoch bump unless its subscription changed
+// (Kafka since KAFKA-19233). Subscriptions are topic names or (v1) an RE2 regex matched against
 // whole topic names. The server assignor ("uniform" or "range", Config.ConsumerAssignor by default)
 // computes the target assignment at each group epoch; the member reconciles as documented on
 // consumerGroup: revocation before assignment, and a partition is only granted once its previous
@@ -167,8 +170,18 @@ func (c *Coordinator) consumerMemberLocked(cl Client, g *group, r *kmsg.Consumer
 		return m, 0
 	}
 	// Epoch 0: a join, or the rejoin of a fenced member or a static member.
+	if m != nil && m.instanceID == nil && r.InstanceID == nil && m.epoch >= 0 {
+		// A dynamic member still in the group rejoining with epoch 0 (its join or heartbeat answer
+		// was lost, e.g. in a broker crash, or the client gave up its partitions) keeps its place,
+		// member epoch and assignment, and gets the whole assignment back; only a subscription
+		// change bumps the group epoch. Kafka's throwIfConsumerGroupMemberEpochIsInvalid accepts
+		// epoch 0 for an existing member since KAFKA-19233 (apache/kafka#21305), and the rest of the
+		// heartbeat proceeds as for any heartbeat.
+		m.rackID, m.clientID, m.host = r.RackID, cl.ID, cl.Host
+		return m, 0
+	}
 	if m != nil {
-		c.removeConsumerLocked(g, m) // a rejoin starts over (KAFKA-19233)
+		c.removeConsumerLocked(g, m) // a static member's rejoin under its old member ID starts over
 	}
 	id := r.MemberID
 	if id == "" {

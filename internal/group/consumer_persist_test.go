@@ -121,6 +121,45 @@ func TestConsumerGroupSurvivesRestart(t *testing.T) {
 	})
 }
 
+// A member whose join answer was lost in a crash (the records were stored, the broker died before
+// the client read the answer) rejoins with epoch 0 under the same member ID after the restart. As
+// in Kafka since KAFKA-19233 it keeps its place: the group epoch, its member epoch and the pending
+// reconciliation stay as stored, and the answer carries its whole assignment. Before, the rejoin
+// removed and re-added the member, bumping the group epoch twice (2 -> 4), which is what
+// cmd/kawa's TestConsumerGroupSIGKILLMidReconciliation saw about one run in five.
+func TestConsumerGroupRejoinAfterRestartKeepsEpochs(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e := newCGEnv(t)
+		e.want(e.hb("a", 0, nil, nil), 0, 1, []int32{0, 1, 2, 3})
+		e.want(e.hb("a", 1, []int32{0, 1, 2, 3}, nil), 0, 1, nil)
+		e.want(e.hb("b", 0, []int32{}, nil), 0, 2, []int32{}) // the answer the crash loses
+		const reconciling = "Reconciling epoch 2 target 2; a@1 [0 1 2 3]->[0 1]; b@2 []->[2 3]"
+		if got := e.snapshot(); got != reconciling {
+			t.Fatalf("before the restart: %s\nwant %s", got, reconciling)
+		}
+		e.restart()
+		e.want(e.hb("b", 0, []int32{}, nil), 0, 2, []int32{}) // b's retried join: same epoch, a still holds 2, 3
+		if got := e.snapshot(); got != reconciling {
+			t.Fatalf("after b's rejoin: %s\nwant %s", got, reconciling)
+		}
+		e.want(e.hb("a", 1, []int32{0, 1, 2, 3}, nil), 0, 1, []int32{0, 1}) // revoke 2, 3
+		e.want(e.hb("a", 1, []int32{0, 1}, nil), 0, 2, nil)                 // released
+		e.want(e.hb("b", 2, []int32{}, nil), 0, 2, []int32{2, 3})
+		// A Stable member that rejoins (it gave up its partitions) gets them back at its epoch,
+		// and so does it after another restart.
+		e.want(e.hb("a", 0, []int32{}, nil), 0, 2, []int32{0, 1})
+		e.restart()
+		e.want(e.hb("a", 0, []int32{}, nil), 0, 2, []int32{0, 1})
+		if got, want := e.snapshot(), "Stable epoch 2 target 2; a@2 [0 1]->[0 1]; b@2 [2 3]->[2 3]"; got != want {
+			t.Fatalf("after a's rejoins: %s\nwant %s", got, want)
+		}
+		if code := e.c.groups["g"].validateConsumerCommit("a", 2, []topicPartition{{"t", 0}}); code != 0 {
+			t.Errorf("a's commit at its kept epoch: %s", kerr.ErrorForCode(code))
+		}
+	})
+}
+
 // Keep-alive heartbeats that change nothing write nothing.
 func TestConsumerGroupKeepAliveWritesNothing(t *testing.T) {
 	t.Parallel()
