@@ -295,6 +295,9 @@ func (b *Broker) openTopic(t meta.Topic) error {
 	if have >= t.Partitions {
 		return nil
 	}
+	if err := b.makePartitionDirs(t.Name, have, t.Partitions); err != nil {
+		return err
+	}
 	opened := make([]*partition.Partition, t.Partitions-have)
 	errs := make([]error, len(opened))
 	forEachPartition(have, t.Partitions, func(i int32) {
@@ -321,6 +324,31 @@ func (b *Broker) openTopic(t meta.Topic) error {
 	b.mu.Lock()
 	b.parts[t.Name] = append(b.parts[t.Name], opened...)
 	b.mu.Unlock()
+	return nil
+}
+
+// makePartitionDirs creates the missing directories of partitions [from, to)
+// of topic and makes them durable with one fsync of the data dir, instead of
+// one per partition (log.Open's MkdirAllDurable then finds them there). A
+// path that exists but is no directory is left for partition.Open to refuse.
+func (b *Broker) makePartitionDirs(topic string, from, to int32) error {
+	created := false
+	for i := from; i < to; i++ {
+		dir := b.partitionDir(topic, i)
+		if _, err := b.fs.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err := b.fs.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("broker: partition %s-%d: mkdir: %w", topic, i, err)
+		}
+		created = true
+	}
+	if !created {
+		return nil
+	}
+	if err := b.fs.SyncDir(b.cfg.DataDir); err != nil {
+		return fmt.Errorf("broker: fsync %s: %w", b.cfg.DataDir, err)
+	}
 	return nil
 }
 
