@@ -900,7 +900,9 @@ func (c *conn) logReadEnd(err error) {
 	case errors.Is(err, errReadTimeout):
 		c.s.warn.log("closing connection: request not received in time", "remote", c.info.Remote, "timeout", c.s.cfg.RequestReadTimeout)
 	case errors.Is(err, wire.ErrFrameTooLarge):
-		c.s.warn.log("closing connection: request larger than max-request-bytes", "remote", c.info.Remote, "max", c.s.cfg.MaxRequestBytes, "err", err)
+		// err names the declared size and the limit that applied: max-request-bytes, or the smaller
+		// one before SASL authentication; a negative size lands here too.
+		c.s.warn.log("closing connection: request size out of range", "remote", c.info.Remote, "err", err)
 	default:
 		c.s.log.Debug("connection read ended", "remote", c.info.Remote, "err", err)
 	}
