@@ -39,6 +39,9 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkListeners(cfg); err != nil {
+		return err
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return serveUsage("--log-level: %w", err)
@@ -184,6 +187,25 @@ func parseServe(args []string) (config.Broker, serveOptions, error) {
 	}
 	cfg.DefaultPartitions = int32(*parts)
 	return cfg, o, nil
+}
+
+// checkListeners builds the listeners and their TLS material once before serve, so a bad listener or a
+// missing or unreadable keystore is a usage error (exit 2) before the data dir is locked and loaded, like
+// every other bad setting; serve builds them again for real.
+func checkListeners(cfg config.Broker) error {
+	specs, _, err := listenerSpecs(cfg.WithDefaults())
+	if err != nil {
+		return serveUsage("%v", err)
+	}
+	for _, sp := range specs {
+		if sp.protocol == server.SSL || sp.protocol == server.SASLSSL {
+			if _, err := tlsConfig(cfg); err != nil {
+				return serveUsage("%v", err)
+			}
+			break
+		}
+	}
+	return nil
 }
 
 // serve runs a broker with cfg until ctx ends. ready, if non-nil, receives

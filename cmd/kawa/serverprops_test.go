@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/kawa-broker/kawa/cmd/internal/cli"
 	"github.com/kawa-broker/kawa/internal/config"
 	"github.com/kawa-broker/kawa/internal/kawatest"
 	"github.com/kawa-broker/kawa/internal/kawatest/wait"
@@ -158,6 +160,12 @@ func TestServerPropertiesApply(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: err %v, want it to contain %q", c.lines, err, c.want)
 		}
+	}
+	missing := filepath.Join(t.TempDir(), "missing.pem")
+	var usage *cli.UsageError
+	if err := runServe([]string{"--listeners", "SSL://127.0.0.1:0", "--ssl-keystore-location", missing, "--data-dir", t.TempDir()}); err == nil ||
+		!strings.Contains(err.Error(), "ssl.keystore.location") || !errors.As(err, &usage) {
+		t.Errorf("a missing keystore: err %v, want a usage error naming ssl.keystore.location", err)
 	}
 	if _, _, err := parseServe([]string{"--config", filepath.Join(t.TempDir(), "missing.properties")}); err == nil {
 		t.Error("a missing --config file started")
