@@ -204,21 +204,25 @@ func tlsVersions(protocols []string) (lo, hi uint16, err error) {
 	return lo, hi, nil
 }
 
-// securedListeners returns the server.Listener of each spec: TLS from the
-// keystore, SASL over the credential store in the data dir.
-func securedListeners(cfg config.Broker, specs []listenerSpec, store *auth.Store) ([]server.Listener, error) {
+// listenersTLS is the TLS configuration of the SSL and SASL_SSL listeners among specs (tlsConfig), or nil
+// when there are none.
+func listenersTLS(cfg config.Broker, specs []listenerSpec) (*tls.Config, error) {
+	for _, sp := range specs {
+		if sp.protocol == server.SSL || sp.protocol == server.SASLSSL {
+			return tlsConfig(cfg)
+		}
+	}
+	return nil, nil
+}
+
+// securedListeners returns the server.Listener of each spec: tc (listenersTLS) on the SSL and SASL_SSL
+// ones, SASL over the credential store in the data dir.
+func securedListeners(cfg config.Broker, specs []listenerSpec, tc *tls.Config, store *auth.Store) ([]server.Listener, error) {
 	out := make([]server.Listener, len(specs))
-	var tc *tls.Config
 	var sasl *auth.SASL
 	for i, sp := range specs {
 		l := server.Listener{Protocol: sp.protocol}
 		if sp.protocol == server.SSL || sp.protocol == server.SASLSSL {
-			if tc == nil {
-				var err error
-				if tc, err = tlsConfig(cfg); err != nil {
-					return nil, err
-				}
-			}
 			l.TLS = tc
 		}
 		if sp.protocol == server.SASLPlaintext || sp.protocol == server.SASLSSL {

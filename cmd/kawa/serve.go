@@ -39,9 +39,6 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := checkListeners(cfg); err != nil {
-		return err
-	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return serveUsage("--log-level: %w", err)
@@ -189,32 +186,19 @@ func parseServe(args []string) (config.Broker, serveOptions, error) {
 	return cfg, o, nil
 }
 
-// checkListeners builds the listeners and their TLS material once before serve, so a bad listener or a
-// missing or unreadable keystore is a usage error (exit 2) before the data dir is locked and loaded, like
-// every other bad setting; serve builds them again for real.
-func checkListeners(cfg config.Broker) error {
-	specs, _, err := listenerSpecs(cfg.WithDefaults())
-	if err != nil {
-		return serveUsage("%v", err)
-	}
-	for _, sp := range specs {
-		if sp.protocol == server.SSL || sp.protocol == server.SASLSSL {
-			if _, err := tlsConfig(cfg); err != nil {
-				return serveUsage("%v", err)
-			}
-			break
-		}
-	}
-	return nil
-}
-
 // serve runs a broker with cfg until ctx ends. ready, if non-nil, receives
 // the bound address once the broker accepts connections.
 func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.Logger, ready chan<- string) error {
 	cfg = cfg.WithDefaults()
+	// Listeners and their TLS material are built before the data dir is locked and loaded, so a bad
+	// listener or a missing or unreadable keystore is a usage error (exit 2), like every other bad setting.
 	specs, skipped, err := listenerSpecs(cfg)
 	if err != nil {
-		return err
+		return serveUsage("%v", err)
+	}
+	tc, err := listenersTLS(cfg, specs)
+	if err != nil {
+		return serveUsage("%v", err)
 	}
 	if slices.Contains(cfg.SASLEnabledMechanisms, auth.OAuthBearer) {
 		lg.Warn("OAUTHBEARER takes unsecured JWTs (alg none): any client can log in as any principal; for tests only")
@@ -253,7 +237,7 @@ func serve(ctx context.Context, cfg config.Broker, metricsAddr string, lg *slog.
 		closeLns()
 		return err
 	}
-	listeners, err := securedListeners(cfg, specs, b.Credentials())
+	listeners, err := securedListeners(cfg, specs, tc, b.Credentials())
 	if err != nil {
 		closeLns()
 		b.Close()
