@@ -204,22 +204,9 @@ func (sp *sharePartition) acquire(from int64, spans []Span, bound int64, member 
 	return out
 }
 
-// acquired is how many records are acquired (locked to some member).
-func (sp *sharePartition) acquired() int {
-	n := 0
-	for _, r := range sp.recs {
-		if r.state == stateAcquired {
-			n++
-		}
-	}
-	return n
-}
-
-// room is how many records an acquisition could lock now, at most: the
-// available records in the window plus what the window may still grow by
-// under maxLocks, bounded by the locks left.
-func (sp *sharePartition) room(maxLocks int) int {
-	avail, acq := 0, 0
+// counts is how many records of the window are available and how many
+// are acquired (locked to some member).
+func (sp *sharePartition) counts() (avail, acq int) {
 	for _, r := range sp.recs {
 		switch r.state {
 		case stateAvailable:
@@ -228,6 +215,20 @@ func (sp *sharePartition) room(maxLocks int) int {
 			acq++
 		}
 	}
+	return avail, acq
+}
+
+// acquired is how many records are acquired (locked to some member).
+func (sp *sharePartition) acquired() int {
+	_, acq := sp.counts()
+	return acq
+}
+
+// room is how many records an acquisition could lock now, at most: the
+// available records in the window plus what the window may still grow by
+// under maxLocks, bounded by the locks left.
+func (sp *sharePartition) room(maxLocks int) int {
+	avail, acq := sp.counts()
 	grow := max(0, int64(maxLocks)-(sp.end-sp.start))
 	return int(min(int64(avail)+grow, int64(max(0, maxLocks-acq))))
 }
