@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -186,19 +187,9 @@ func (t *Transport) Start(n Node) {
 	}
 	t.started, t.node = true, n
 	t.mu.Unlock()
-	for _, id := range slices.Sorted(mapsKeys(t.peers)) {
+	for _, id := range slices.Sorted(maps.Keys(t.peers)) {
 		if p := t.peers[id]; id > t.cfg.NodeID {
 			t.goOwned(func() { t.dialLoop(p) })
-		}
-	}
-}
-
-func mapsKeys(m map[uint64]*peer) func(func(uint64) bool) {
-	return func(yield func(uint64) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
 		}
 	}
 }
@@ -554,7 +545,7 @@ func (t *Transport) checkHello(h hello) (*peer, string) {
 	case h.to != t.cfg.NodeID:
 		return nil, fmt.Sprintf("addressed to node %d, this is node %d", h.to, t.cfg.NodeID)
 	case p == nil:
-		return nil, fmt.Sprintf("node %d is not a peer of node %d (peers %v)", h.from, t.cfg.NodeID, slices.Sorted(mapsKeys(t.peers)))
+		return nil, fmt.Sprintf("node %d is not a peer of node %d (peers %v)", h.from, t.cfg.NodeID, slices.Sorted(maps.Keys(t.peers)))
 	case h.stream == streamRaft && h.from > t.cfg.NodeID:
 		return nil, fmt.Sprintf("node %d dialed a raft stream to node %d; the lower node ID dials", h.from, t.cfg.NodeID)
 	case h.stream != streamRaft && h.stream != streamSnapshot:
