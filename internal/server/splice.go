@@ -6,6 +6,8 @@ import (
 	"net"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/kawa-broker/kawa/internal/wire"
 )
 
@@ -48,18 +50,10 @@ func newSplicePipe() (*splicePipe, error) {
 		return nil, fmt.Errorf("server: pipe for splice: %w", err)
 	}
 	p := &splicePipe{r: fds[0], w: fds[1], size: 64 << 10}
-	if n, err := fcntl(p.w, syscall.F_SETPIPE_SZ, pipeBytes); err == nil {
+	if n, err := unix.FcntlInt(uintptr(p.w), unix.F_SETPIPE_SZ, pipeBytes); err == nil {
 		p.size = n
 	}
 	return p, nil
-}
-
-func fcntl(fd, cmd, arg int) (int, error) {
-	r, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), uintptr(cmd), uintptr(arg))
-	if e != 0 {
-		return 0, e
-	}
-	return int(r), nil
 }
 
 func (p *splicePipe) close() {
@@ -83,7 +77,7 @@ func (p *splicePipe) send(dst syscall.RawConn, r wire.FileRange) error {
 		werr := dst.Write(func(dfd uintptr) bool {
 			for left > 0 || inPipe > 0 {
 				if inPipe == 0 {
-					n, err := syscall.Splice(int(sfd), &off, p.w, nil, int(min(left, int64(p.size))), spliceMove|spliceNonblock)
+					n, err := syscall.Splice(int(sfd), &off, p.w, nil, int(min(left, int64(p.size))), unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
 					switch {
 					case errors.Is(err, syscall.EINTR):
 						continue
@@ -97,9 +91,9 @@ func (p *splicePipe) send(dst syscall.RawConn, r wire.FileRange) error {
 					left -= n
 					inPipe = int(n)
 				}
-				flags := spliceMove | spliceNonblock
+				flags := unix.SPLICE_F_MOVE | unix.SPLICE_F_NONBLOCK
 				if left > 0 {
-					flags |= spliceMore
+					flags |= unix.SPLICE_F_MORE
 				}
 				n, err := syscall.Splice(p.r, nil, int(dfd), nil, inPipe, flags)
 				if n > 0 {
@@ -122,10 +116,3 @@ func (p *splicePipe) send(dst syscall.RawConn, r wire.FileRange) error {
 	})
 	return errors.Join(cerr, serr)
 }
-
-// splice(2) flags (linux/splice.h).
-const (
-	spliceMove     = 0x1
-	spliceNonblock = 0x2
-	spliceMore     = 0x4
-)
