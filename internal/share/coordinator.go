@@ -423,13 +423,23 @@ func (c *Coordinator) removeMemberLocked(g *group, id string) {
 	}
 	delete(g.members, id)
 	g.epoch++
-	any := false
-	for _, sp := range g.parts {
-		any = sp.releaseMember(id, g.limit()) || any
+	c.releaseMemberLocked(g, id)
+}
+
+// releaseMemberLocked releases every record member holds in g's
+// share-partitions, wakes parked ShareFetches if any was, and returns the
+// share-partitions that changed.
+func (c *Coordinator) releaseMemberLocked(g *group, member string) []TP {
+	var changed []TP
+	for tp, sp := range g.parts {
+		if sp.releaseMember(member, g.limit()) {
+			changed = append(changed, tp)
+		}
 	}
-	if any {
+	if len(changed) > 0 {
 		c.wakeLocked()
 	}
+	return changed
 }
 
 // Member describes one member for ShareGroupDescribe.
@@ -650,16 +660,10 @@ func (c *Coordinator) CloseSession(ctx context.Context, groupID, memberID string
 			return nil, err
 		}
 		c.endSessionLocked(m)
-		var changed []TP
-		for tp, sp := range g.parts {
-			if sp.releaseMember(memberID, g.limit()) {
-				changed = append(changed, tp)
-			}
-		}
+		changed := c.releaseMemberLocked(g, memberID)
 		if len(changed) == 0 {
 			return nil, nil
 		}
-		c.wakeLocked()
 		return c.appendLocked(c.partChangesLocked(g, changed)...)
 	})
 }
@@ -696,13 +700,7 @@ func (c *Coordinator) watchSession(groupID, memberID string, end <-chan struct{}
 		return
 	}
 	c.endSessionLocked(m)
-	released := false
-	for _, sp := range g.parts {
-		released = sp.releaseMember(memberID, g.limit()) || released
-	}
-	if released {
-		c.wakeLocked()
-	}
+	c.releaseMemberLocked(g, memberID)
 }
 
 // partLocked returns the share-partition, creating it with its SPSO at
