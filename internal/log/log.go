@@ -116,7 +116,7 @@ func (l *Log) zeroStep() bool {
 // no offset), at raft index RaftEnd(), whose partitionLeaderEpoch is its raft term; a term below the last
 // batch's is refused (ErrTerm) without harm.
 func (l *Log) Append(b []byte) (base int64, err error) {
-	h, err := l.parse(b)
+	h, err := parseHeaderFor(b, l.o.Raft)
 	if err == nil && int64(len(b)) != int64(h.Size()) {
 		err = fmt.Errorf("buffer of %d bytes holds a batch of %d", len(b), int64(h.Size()))
 	}

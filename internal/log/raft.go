@@ -81,9 +81,10 @@ func (l *Log) checkTerm(h batch.Header) error {
 	return nil
 }
 
-// parse is parseHeader with the raft log's rules (batch.Header.CheckRaft) when Options.Raft is set.
-func (l *Log) parse(b []byte) (batch.Header, error) {
-	if !l.o.Raft {
+// parseHeaderFor is parseHeader with the raft log's rules (batch.Header.CheckRaft) when raft (the log's
+// Options.Raft) is set.
+func parseHeaderFor(b []byte, raft bool) (batch.Header, error) {
+	if !raft {
 		return parseHeader(b)
 	}
 	h, err := batch.ParseHeader(b)

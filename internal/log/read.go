@@ -197,12 +197,7 @@ func (sc *scanner) header(pos int64) (batch.Header, error) {
 		sc.bufPos, sc.n = pos, n
 	}
 	off := pos - sc.bufPos
-	h, err := batch.ParseHeader(sc.buf[off : off+batch.HeaderSize])
-	if err == nil && sc.raft {
-		err = h.CheckRaft()
-	} else if err == nil {
-		err = h.Check()
-	}
+	h, err := parseHeaderFor(sc.buf[off:off+batch.HeaderSize], sc.raft)
 	if err != nil {
 		return h, sc.corrupt(pos, err.Error())
 	}

@@ -241,7 +241,7 @@ func (l *Log) scanSegment(s *segment, epochs bool) (bad *CorruptionError, zeroTa
 		if fileSize-pos < batch.HeaderSize {
 			return bad(fmt.Sprintf("%d trailing bytes, less than a batch header", fileSize-pos))
 		}
-		h, herr := l.parse(hb)
+		h, herr := parseHeaderFor(hb, l.o.Raft)
 		if herr == nil && epochs {
 			herr = l.checkTerm(h)
 		}
