@@ -107,16 +107,12 @@ func (b *partitionsBench) run(ctx context.Context, res *partitionsResult) error 
 	return errors.Join(perr, serr, errors.Join(errs...))
 }
 
-// sleepCtx waits d or until ctx ends.
+// sleepCtx waits d or until ctx ends (sleepUntil), returning ctx's error in the second case.
 func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if !sleepUntil(ctx, time.Now().Add(d)) {
 		return ctx.Err()
 	}
+	return nil
 }
 
 // tailReaders are consumers reading a topic from its end, sharing one
