@@ -188,18 +188,6 @@ func encodeRegexValue(v cgRegexValue) []byte {
 	return noTags(b)
 }
 
-func encodePartitionMetadataValue(topics []cgTopicMeta) []byte {
-	b := kbin.AppendCompactArrayLen(cgValueHeader(), len(topics))
-	for _, t := range topics {
-		b = kbin.AppendUuid(b, t.id)
-		b = kbin.AppendCompactString(b, t.name)
-		b = kbin.AppendInt32(b, t.partitions)
-		b = kbin.AppendCompactArrayLen(b, 0) // PartitionMetadata: racks, unused since Kafka 4.0
-		b = noTags(b)
-	}
-	return noTags(b)
-}
-
 func encodeMemberValue(v cgMemberValue) []byte {
 	b := kbin.AppendCompactNullableString(cgValueHeader(), v.instanceID)
 	b = kbin.AppendCompactNullableString(b, v.rackID)

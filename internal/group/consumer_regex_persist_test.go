@@ -9,6 +9,7 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -264,4 +265,18 @@ func TestConsumerGroupOldLogUpgrade(t *testing.T) {
 			t.Errorf("regex record after the upgrade: %+v, %v", rv, err)
 		}
 	})
+}
+
+// encodePartitionMetadataValue writes a ConsumerGroupPartitionMetadata value as Kawa did before the
+// metadata hash; the broker only reads them now, so only tests that build such logs write one.
+func encodePartitionMetadataValue(topics []cgTopicMeta) []byte {
+	b := kbin.AppendCompactArrayLen(cgValueHeader(), len(topics))
+	for _, t := range topics {
+		b = kbin.AppendUuid(b, t.id)
+		b = kbin.AppendCompactString(b, t.name)
+		b = kbin.AppendInt32(b, t.partitions)
+		b = kbin.AppendCompactArrayLen(b, 0) // PartitionMetadata: racks, unused since Kafka 4.0
+		b = noTags(b)
+	}
+	return noTags(b)
 }
